@@ -1,0 +1,91 @@
+"""Helpers for benchmark scripts: start a real server process and drive it with concurrent HTTP clients."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}")
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"{url} not ready after {timeout}s")
+
+
+@contextlib.contextmanager
+def service(env: dict[str, str] | None = None) -> Iterator[str]:
+    """The real service (``reward-service serve``) on a free loopback port."""
+    port = free_port()
+    full_env = {**os.environ, "REWARD_SERVICE_LOG_LEVEL": "WARNING", **(env or {})}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "reward_service", "serve", "--port", str(port)],
+        env=full_env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(f"{url}/readyz", proc)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+@contextlib.contextmanager
+def uvicorn_app(app_path: str) -> Iterator[str]:
+    """Any ASGI app ("module:attr") under uvicorn, same flags as the service."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", app_path, "--port", str(port), "--log-level", "warning"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(f"{url}/healthz", proc)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+async def drive(url: str, path: str, payload: dict[str, Any], *, seconds: float, concurrency: int) -> int:
+    """POST the payload as fast as ``concurrency`` clients can for ``seconds``; return completed requests."""
+    done = 0
+    stop = time.perf_counter() + seconds
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as client:
+
+        async def loop() -> None:
+            nonlocal done
+            while time.perf_counter() < stop:
+                r = await client.post(path, json=payload)
+                r.raise_for_status()
+                done += 1
+
+        await asyncio.gather(*(loop() for _ in range(concurrency)))
+    return done

@@ -1,0 +1,3 @@
+from reward_service.cli import main
+
+main()

@@ -1,0 +1,145 @@
+"""The FastAPI application: lifespan (runtime, metrics), middleware, error handlers and routers."""
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import swagger_ui_bundle
+from fastapi import FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from reward_service import __version__
+from reward_service.admission import Admission
+from reward_service.errors import install_error_handlers
+from reward_service.limits import BodySizeLimit
+from reward_service.logs import request_id_var
+from reward_service.metrics import Metrics
+from reward_service.runtime import Runtime
+from reward_service.settings import Settings
+from verifiers.types import Verdict
+
+log = logging.getLogger("reward_service.http")
+
+# Routers, each "module:attribute"; capabilities add theirs here.
+ROUTERS: tuple[str, ...] = (
+    "reward_service.routes.health:router",
+    "reward_service.routes.verify:router",
+)
+
+
+@dataclass
+class Services:
+    """Per-app state, created in the lifespan and reached by routes through ``request.app.state.services``."""
+
+    settings: Settings
+    metrics: Metrics
+    admission: Admission
+    runtime: Runtime | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class RequestContext:
+    """Request ids, an access log line and request metrics, as plain ASGI (cheaper than BaseHTTPMiddleware)."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics, known_paths: set[str]) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.known_paths = known_paths
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        rid = headers.get(b"x-request-id", b"").decode("latin-1")[:64] or uuid.uuid4().hex[:16]
+        token = request_id_var.set(rid)
+        started = time.perf_counter()
+        code = 500
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal code
+            if message["type"] == "http.response.start":
+                code = message["status"]
+                message.setdefault("headers", [])
+                message["headers"] = [*message["headers"], (b"x-request-id", rid.encode())]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            elapsed = time.perf_counter() - started
+            path = scope.get("path", "")
+            route = path if path in self.known_paths else "unmatched"
+            self.metrics.requests.labels(route, str(code)).inc()
+            self.metrics.request_latency.labels(route).observe(elapsed)
+            if route not in ("/healthz", "/readyz", "/metrics"):
+                log.info(
+                    "%s %s %d", scope.get("method"), path, code,
+                    extra={"route": route, "status_code": code, "duration_ms": round(elapsed * 1000, 2)},
+                )
+            request_id_var.reset(token)
+
+
+def _mount_docs(app: FastAPI) -> None:
+    """Swagger UI from the swagger-ui-bundle package, so the docs render with no network."""
+    app.mount("/static/docs", StaticFiles(directory=swagger_ui_bundle.swagger_ui_path), name="docs-static")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title="reward-service API",
+            swagger_js_url="/static/docs/swagger-ui-bundle.js",
+            swagger_css_url="/static/docs/swagger-ui.css",
+            swagger_favicon_url="/static/docs/favicon-32x32.png",
+        )
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    import importlib
+
+    settings = settings or Settings()
+    metrics = Metrics()
+    services = Services(settings=settings, metrics=metrics, admission=Admission(settings.max_pending_items))
+
+    def on_result(verifier: str, verdict: Verdict) -> None:
+        metrics.items.labels(verifier, verdict.status.value).inc()
+        metrics.item_latency.labels(verifier).observe(verdict.elapsed_ms / 1000.0)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        async with Runtime.open(settings, on_result=on_result) as runtime:
+            services.runtime = runtime
+            log.info("reward-service %s ready on %s:%s", __version__, settings.host, settings.port)
+            try:
+                yield
+            finally:
+                services.admission.draining = True
+                services.runtime = None
+
+    app = FastAPI(
+        title="reward-service",
+        version=__version__,
+        description="Verifiers and reward models for RL trainers of language models.",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.state.services = services
+    install_error_handlers(app)
+    for path in ROUTERS:
+        module_name, _, attr = path.partition(":")
+        app.include_router(getattr(importlib.import_module(module_name), attr))
+    _mount_docs(app)
+    known = {getattr(r, "path", "") for r in app.routes}
+    app.add_middleware(RequestContext, metrics=metrics, known_paths=known)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)  # outermost: refuse before reading
+    return app

@@ -1,0 +1,73 @@
+"""The ``reward-service`` command line: serve, and one-off checks from the shell."""
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, Optional
+
+import typer
+
+from reward_service.settings import load_settings
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Verifier and reward-model service for RL trainers.")
+
+
+@app.command()
+def serve(
+    host: Optional[str] = typer.Option(None, help="Bind address (default 127.0.0.1)."),
+    port: Optional[int] = typer.Option(None, help="Port (default 8000)."),
+    config: Optional[str] = typer.Option(None, "--config", help="YAML or TOML settings file."),
+) -> None:
+    """Run the HTTP service."""
+    import uvicorn
+
+    from reward_service.app import create_app
+    from reward_service.logs import configure_logging
+
+    settings = load_settings(config, host=host, port=port)
+    configure_logging(settings.log_level, settings.log_json)
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        timeout_graceful_shutdown=int(settings.shutdown_grace_s),
+        limit_concurrency=None,
+    )
+
+
+def _parse_json_or_text(value: str) -> Any:
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value
+
+
+@app.command()
+def verify(
+    verifier: str = typer.Option(..., "--verifier", "-v", help="Verifier name."),
+    response: str = typer.Option(..., "--response", "-r", help="Model output to check."),
+    reference: str = typer.Option("", "--reference", help="Reference: JSON if it parses, else plain text."),
+    options: str = typer.Option("{}", "--options", help="Verifier options as JSON."),
+    config: Optional[str] = typer.Option(None, "--config", help="YAML or TOML settings file."),
+) -> None:
+    """Check one response in-process and print the verdict as JSON."""
+    from reward_service.runtime import Runtime
+    from verifiers.types import VerifyItem
+
+    settings = load_settings(config, workers=1)
+    item = VerifyItem(verifier=verifier, response=response, reference=_parse_json_or_text(reference),
+                      options=json.loads(options))
+
+    async def run() -> dict[str, Any]:
+        async with Runtime.open(settings) as runtime:
+            verdict = await runtime.engine.verify(item)
+            return {"verifier": verifier, **verdict.to_dict()}
+
+    result = asyncio.run(run())
+    typer.echo(json.dumps(result, indent=2, ensure_ascii=False))
+    raise typer.Exit(0 if result["status"] in ("ok", "no_answer", "rejected") else 1)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,43 @@
+"""Liveness, readiness, metrics and the verifier catalogue."""
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, Response
+
+from reward_service.auth import require_token
+
+router = APIRouter()
+
+
+@router.get("/healthz", tags=["ops"])
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/readyz", tags=["ops"])
+async def readyz(request: Request) -> JSONResponse:
+    services = request.app.state.services
+    runtime = services.runtime
+    if runtime is None or services.admission.draining:
+        return JSONResponse({"ready": False, "waiting_for": ["startup"]}, status_code=503)
+    waiting = runtime.not_ready()
+    return JSONResponse({"ready": not waiting, "waiting_for": waiting}, status_code=200 if not waiting else 503)
+
+
+@router.get("/metrics", tags=["ops"])
+async def metrics(request: Request) -> Response:
+    services = request.app.state.services
+    if services.runtime is not None:
+        stats = services.runtime.pool.stats
+        services.metrics.workers_busy.set(stats.busy)
+        services.metrics.worker_restarts.set(stats.restarts)
+    services.metrics.queue_depth.set(services.admission.pending)
+    return Response(services.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+
+@router.get("/v1/verifiers", tags=["verify"], dependencies=[Depends(require_token)])
+async def list_verifiers(request: Request) -> dict[str, Any]:
+    runtime = request.app.state.services.runtime
+    return {"verifiers": [v.describe() for v in sorted(runtime.registry, key=lambda v: v.name)]}

@@ -1,0 +1,92 @@
+"""POST /v1/verify: one request schema and one verdict schema for every verifier."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from pydantic import ValidationError
+
+from reward_service.admission import Overloaded
+from reward_service.auth import require_token
+from reward_service.errors import ApiError
+from reward_service.schemas import VerifyRequest, VerifyResponse, VerifyResult
+from verifiers.engine import Prepared
+from verifiers.registry import UnknownVerifier
+from verifiers.types import Verdict, VerifyItem
+
+router = APIRouter(tags=["verify"], dependencies=[Depends(require_token)])
+
+
+def check_limits(services: Any, body: VerifyRequest) -> None:
+    s = services.settings
+    n = len(body.items)
+    if n == 0:
+        raise ApiError(422, "items must hold at least one item", loc=["items"])
+    if n > s.max_batch_items:
+        raise ApiError(413, f"batch of {n} items exceeds the limit of {s.max_batch_items}; split it", loc=["items"])
+    for i, item in enumerate(body.items):
+        if len(item.response) > s.max_response_chars:
+            raise ApiError(
+                413, f"items[{i}].response has {len(item.response)} characters, over the limit of "
+                f"{s.max_response_chars}", loc=["items", i, "response"],
+            )
+        if item.reference is not None and not isinstance(item.reference, (int, float, bool)):
+            size = len(item.reference) if isinstance(item.reference, str) else len(json.dumps(item.reference))
+            if size > s.max_reference_chars:
+                raise ApiError(
+                    413, f"items[{i}].reference is {size} characters, over the limit of {s.max_reference_chars}",
+                    loc=["items", i, "reference"],
+                )
+
+
+def prepare_items(services: Any, body: VerifyRequest) -> list[Prepared]:
+    engine = services.runtime.engine
+    prepared = []
+    for i, item in enumerate(body.items):
+        vi = VerifyItem(
+            verifier=item.verifier, response=item.response, reference=item.reference,
+            options=item.options, id=item.id, group=item.group,
+        )
+        try:
+            prepared.append(engine.prepare(vi))
+        except UnknownVerifier as exc:
+            raise ApiError(422, f"items[{i}]: {exc}", loc=["items", i, "verifier"]) from None
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'options'}: {e['msg']}" for e in exc.errors()[:5]
+            )
+            raise ApiError(422, f"items[{i}].options invalid for {item.verifier!r}: {problems}",
+                           loc=["items", i, "options"]) from None
+    return prepared
+
+
+def to_result(p: Prepared, verdict: Verdict) -> VerifyResult:
+    return VerifyResult(
+        id=p.item.id, verifier=p.item.verifier, score=verdict.score, status=verdict.status.value,
+        reason=verdict.reason, details=verdict.details, elapsed_ms=round(verdict.elapsed_ms, 3),
+    )
+
+
+async def run_admitted(services: Any, prepared: list[Prepared]) -> list[Verdict]:
+    """Run prepared items under admission control (429 + Retry-After when saturated, 503 while draining)."""
+    retry = {"Retry-After": str(services.settings.retry_after_s)}
+    if services.runtime is None or services.admission.draining:
+        raise ApiError(503, "server is starting or shutting down", headers=retry)
+    try:
+        with services.admission.admit(len(prepared)):
+            return await services.runtime.engine.verify_many(prepared)
+    except Overloaded as exc:
+        services.metrics.rejected.labels("saturated").inc()
+        raise ApiError(429, str(exc), headers=retry) from None
+
+
+@router.post("/v1/verify", response_model=VerifyResponse)
+async def verify(body: VerifyRequest, request: Request) -> VerifyResponse:
+    services = request.app.state.services
+    check_limits(services, body)
+    if services.runtime is None:
+        raise ApiError(503, "server is starting", headers={"Retry-After": str(services.settings.retry_after_s)})
+    prepared = prepare_items(services, body)
+    verdicts = await run_admitted(services, prepared)
+    return VerifyResponse(results=[to_result(p, v) for p, v in zip(prepared, verdicts)])

@@ -1,0 +1,73 @@
+"""Service settings: embedded defaults, then an optional YAML/TOML file, then ``REWARD_SERVICE_*`` environment
+variables (environment wins). Each capability keeps its settings in its own block below."""
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ENV_PREFIX = "REWARD_SERVICE_"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", env_nested_delimiter="__")
+
+    # --- server ---
+    host: str = Field("127.0.0.1", description="Bind address; loopback by default.")
+    port: int = Field(8000, ge=0, le=65535)
+    auth_token: SecretStr | None = Field(None, description="When set, every /v1 call needs 'Authorization: Bearer <token>'.")
+    log_level: str = "INFO"
+    log_json: bool = Field(True, description="One JSON object per log line.")
+
+    # --- execution ---
+    workers: int = Field(0, ge=0, description="Verifier worker processes; 0 means one per CPU core.")
+    worker_memory_mb: int = Field(4096, ge=0, description="Address-space cap per verifier worker (0: none).")
+    item_timeout_s: float = Field(10.0, gt=0, description="Default per-item deadline.")
+    max_item_timeout_s: float = Field(300.0, gt=0, description="Largest deadline a request may ask for.")
+    extra_verifier_modules: list[str] = Field(
+        default_factory=list, description="Python modules exposing VERIFIERS, loaded beside the built-in ones."
+    )
+
+    # --- admission control and input limits ---
+    max_pending_items: int = Field(8192, ge=1, description="Items admitted but not finished; beyond it: 429.")
+    max_batch_items: int = Field(4096, ge=1, description="Items in one request.")
+    max_body_bytes: int = Field(64 * 1024 * 1024, ge=1024, description="Request body size; beyond it: 413.")
+    max_response_chars: int = Field(1_000_000, ge=1, description="Characters in one item's response.")
+    max_reference_chars: int = Field(1_000_000, ge=1, description="Characters in one item's reference (as JSON).")
+    retry_after_s: int = Field(1, ge=1, description="Retry-After sent with 429/503.")
+    shutdown_grace_s: float = Field(30.0, ge=0, description="How long shutdown waits for in-flight work.")
+
+    # --- sandbox (issue 4) ---
+    # --- judges (issue 7) ---
+    # --- reward models (issue 8) ---
+    # --- calibration and audits (issue 9) ---
+    # --- trainer adapters (issue 10) ---
+    # --- reward specs (issue 12) ---
+
+    def effective_workers(self) -> int:
+        return self.workers or os.cpu_count() or 1
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    text = path.read_text()
+    if path.suffix == ".toml":
+        data = tomllib.loads(text)
+    else:
+        data = yaml.safe_load(text) or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"config file {path} must hold a mapping")
+    return data
+
+
+def load_settings(config_file: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:
+    """Defaults < config file < environment < explicit overrides (CLI flags)."""
+    path = config_file or os.environ.get(f"{ENV_PREFIX}CONFIG")
+    file_values = _read_file(Path(path)) if path else {}
+    env_values = Settings().model_dump(exclude_unset=True)  # only what the environment set
+    merged = {**file_values, **env_values, **{k: v for k, v in overrides.items() if v is not None}}
+    return Settings.model_validate(merged) if merged else Settings()

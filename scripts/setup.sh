@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Install everything the service and its tests need on a fresh Debian machine with Python 3.11.
+# Idempotent; safe to run again. Usage: bash scripts/setup.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-python3}
+
+# System tools: bubblewrap isolates sandbox runs; chromium renders audit reports in tests; compilers for the
+# sandbox's other languages are used when present. Skipped quietly when not root or without apt.
+if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = "0" ]; then
+  missing=()
+  command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
+  command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+  if [ ${#missing[@]} -gt 0 ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+fi
+
+# torch: pinned to the CPU build on disk; an unpinned torch would pull several GB of CUDA wheels.
+"$PY" -m pip install -q --disable-pip-version-check "torch==2.13.0"
+"$PY" -m pip install -q --disable-pip-version-check -e ".[models,docker,ray,parquet,test]" -e ./clients

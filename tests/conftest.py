@@ -1,0 +1,93 @@
+"""Shared fixtures: a real server (uvicorn in a subprocess on a free loopback port) and data-set paths."""
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = ROOT.parent / "shared" / "data"
+TEST_PLUGINS = "tests.plugins.testing_verifiers"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class LiveServer:
+    url: str
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+
+    def client(self, **kwargs: object) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=kwargs.pop("timeout", 60.0), **kwargs)  # type: ignore[arg-type]
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+@contextlib.contextmanager
+def run_server(tmp_path: Path, env: dict[str, str] | None = None, ready_timeout: float = 120.0) -> Iterator[LiveServer]:
+    """Start ``reward-service serve`` for real and wait until /readyz says ready."""
+    port = free_port()
+    full_env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "REWARD_SERVICE_EXTRA_VERIFIER_MODULES": f'["{TEST_PLUGINS}"]',
+        "REWARD_SERVICE_WORKERS": "2",
+        **(env or {}),
+    }
+    log_path = tmp_path / f"server-{port}.log"
+    with open(log_path, "wb") as log_file:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "reward_service", "serve", "--host", "127.0.0.1", "--port", str(port)],
+            env=full_env, stdout=log_file, stderr=subprocess.STDOUT, cwd=ROOT,
+        )
+    server = LiveServer(f"http://127.0.0.1:{port}", proc, log_path)
+    try:
+        deadline = time.monotonic() + ready_timeout
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"server exited with {proc.returncode}:\n{server.log()}")
+            try:
+                if httpx.get(f"{server.url}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"server not ready after {ready_timeout}s:\n{server.log()}")
+            time.sleep(0.1)
+        yield server
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """One shared server with default settings plus the misbehaving test verifiers."""
+    with run_server(tmp_path_factory.mktemp("server")) as live:
+        yield live
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"shared data sets not found at {SHARED_DATA}")
+    return SHARED_DATA

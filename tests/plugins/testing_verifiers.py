@@ -1,0 +1,66 @@
+"""Verifiers that misbehave on purpose, loaded through the real plugin setting
+(``REWARD_SERVICE_EXTRA_VERIFIER_MODULES``) to exercise deadlines, crashes and back-pressure."""
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from typing import Any
+
+from verifiers.base import BaseOptions, Verifier
+from verifiers.types import Verdict, VerifierUnavailable
+
+
+class SleepOptions(BaseOptions):
+    seconds: float = 0.5
+
+
+class Sleep(Verifier):
+    name = "test_sleep"
+    Options = SleepOptions
+
+    def check(self, response: str, reference: Any, options: SleepOptions) -> Verdict:  # type: ignore[override]
+        time.sleep(options.seconds)
+        return Verdict.ok(1.0, "slept", pid=os.getpid())
+
+
+class Hang(Verifier):
+    name = "test_hang"
+
+    def check(self, response: str, reference: Any, options: BaseOptions) -> Verdict:
+        while True:  # a pathological input: only a kill stops it
+            pass
+
+
+class Crash(Verifier):
+    name = "test_crash"
+
+    def check(self, response: str, reference: Any, options: BaseOptions) -> Verdict:
+        os._exit(3)
+
+
+class Raise(Verifier):
+    name = "test_raise"
+
+    def check(self, response: str, reference: Any, options: BaseOptions) -> Verdict:
+        raise RuntimeError("boom from a buggy verifier")
+
+
+class Down(Verifier):
+    name = "test_down"
+    execution = "async"
+
+    async def acheck(self, response: str, reference: Any, options: BaseOptions, ctx: Any) -> Verdict:
+        await asyncio.sleep(0)
+        raise VerifierUnavailable("judge backend refused the connection")
+
+
+class Print(Verifier):
+    name = "test_print"
+
+    def check(self, response: str, reference: Any, options: BaseOptions) -> Verdict:
+        print("noise on stdout must not corrupt the worker protocol")
+        return Verdict.ok(1.0, "printed")
+
+
+VERIFIERS: list[Verifier] = [Sleep(), Hang(), Crash(), Raise(), Down(), Print()]

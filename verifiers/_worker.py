@@ -1,0 +1,54 @@
+"""Worker process for ``process``-mode verifiers: reads framed requests on stdin, writes verdicts on a private fd.
+
+Run as ``python -m verifiers._worker MODULE...``. Verifier code that prints cannot corrupt the protocol: fd 1 is
+pointed at stderr before any verifier is imported, and verdicts go out on a duplicate of the original stdout.
+"""
+from __future__ import annotations
+
+import os
+import resource
+import sys
+import traceback
+
+from verifiers._frames import read_frame, write_frame
+
+def _limit_memory() -> None:
+    mb = int(os.environ.get("REWARD_SERVICE_WORKER_MEMORY_MB", "0") or 0)
+    if mb > 0:
+        limit = mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def main(modules: list[str]) -> None:
+    proto_out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    proto_in = sys.stdin.buffer
+
+    from verifiers.registry import load_modules
+    from verifiers.types import InvalidReference, Verdict, VerifierUnavailable
+
+    registry = load_modules(modules)
+    _limit_memory()
+    write_frame(proto_out, ("ready", registry.names()))
+    while True:
+        request = read_frame(proto_in)
+        if request is None:
+            return
+        name, response, reference, options = request
+        try:
+            verifier = registry.get(name)
+            verdict = verifier.check(response, reference, verifier.parse_options(options))
+        except InvalidReference as exc:
+            verdict = Verdict.invalid_reference(str(exc))
+        except VerifierUnavailable as exc:
+            verdict = Verdict.unavailable(str(exc))
+        except MemoryError:
+            verdict = Verdict.error("verifier ran out of memory in its worker")
+        except Exception as exc:  # a verifier bug must become a named error, not a dead worker
+            traceback.print_exc(file=sys.stderr)
+            verdict = Verdict.error(f"verifier raised {type(exc).__name__}: {str(exc)[:300]}")
+        write_frame(proto_out, verdict.to_dict())
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,59 @@
+"""The verifier contract: a name, a version, an options schema and one check.
+
+Two execution modes exist because the work differs in kind:
+- ``process``: CPU-bound, pure checks (math, ifeval, exact match). The engine runs ``check`` in a pool of worker
+  processes under a hard deadline, so a pathological input can be killed without touching the server.
+- ``async``: checks that wait on something else (a sandbox, a judge server, a GPU model). The engine awaits
+  ``acheck`` on the event loop with a deadline; the heavy lifting happens in the backend.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from verifiers.types import Verdict
+
+if TYPE_CHECKING:  # pragma: no cover
+    from verifiers.context import Context
+
+
+class BaseOptions(BaseModel):
+    """Options every verifier accepts; verifiers subclass this with their own fields."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    timeout_s: float | None = Field(
+        default=None, gt=0, description="Per-item deadline in seconds (capped by the server's maximum)."
+    )
+
+
+class Verifier:
+    name: ClassVar[str]
+    version: ClassVar[str] = "1"
+    description: ClassVar[str] = ""
+    Options: ClassVar[type[BaseOptions]] = BaseOptions
+    execution: ClassVar[Literal["process", "async"]] = "process"
+    # True when scores are 0/1 verdicts (noise correction applies only to those).
+    binary: ClassVar[bool] = True
+
+    def parse_options(self, raw: dict[str, Any] | None) -> BaseOptions:
+        return self.Options.model_validate(raw or {})
+
+    def check(self, response: str, reference: Any, options: BaseOptions) -> Verdict:
+        """Synchronous check, run in a worker process (``execution = "process"``)."""
+        raise NotImplementedError(f"{self.name} is an async verifier")
+
+    async def acheck(self, response: str, reference: Any, options: BaseOptions, ctx: "Context") -> Verdict:
+        """Asynchronous check, awaited on the event loop (``execution = "async"``)."""
+        return self.check(response, reference, options)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "version": self.version,
+            "description": self.description,
+            "execution": self.execution,
+            "binary": self.binary,
+            "options_schema": self.Options.model_json_schema(),
+        }

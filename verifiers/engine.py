@@ -1,0 +1,102 @@
+"""Routes items to verifiers, enforces deadlines and turns every failure into a named verdict.
+
+The engine is the one place where "what went wrong" is decided: a verifier exception is ``error``, a missing
+backend is ``unavailable``, an overrun is ``timeout``; none of them can surface as a score of 0.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from verifiers.base import BaseOptions, Verifier
+from verifiers.context import Context
+from verifiers.pool import WorkerPool
+from verifiers.registry import Registry
+from verifiers.types import InvalidReference, Verdict, VerifierUnavailable, VerifyItem
+
+log = logging.getLogger("reward_service.engine")
+
+ResultHook = Callable[[str, Verdict], None]
+
+
+@dataclass
+class Prepared:
+    item: VerifyItem
+    verifier: Verifier
+    options: BaseOptions
+
+
+class Engine:
+    def __init__(
+        self,
+        registry: Registry,
+        *,
+        pool: WorkerPool | None = None,
+        resources: dict[str, Any] | None = None,
+        default_timeout_s: float = 10.0,
+        max_timeout_s: float = 300.0,
+        on_result: ResultHook | None = None,
+    ) -> None:
+        self.registry = registry
+        self.pool = pool
+        self.resources = resources if resources is not None else {}
+        self.default_timeout_s = default_timeout_s
+        self.max_timeout_s = max_timeout_s
+        self.on_result = on_result
+        self.context = Context(engine=self, resources=self.resources)
+
+    def prepare(self, item: VerifyItem) -> Prepared:
+        """Look the verifier up and validate its options (raises ``UnknownVerifier`` / ``ValidationError``)."""
+        verifier = self.registry.get(item.verifier)
+        return Prepared(item, verifier, verifier.parse_options(item.options))
+
+    def timeout_for(self, prepared: Prepared) -> float:
+        wanted = prepared.options.timeout_s or getattr(prepared.verifier, "default_timeout_s", None)
+        return min(float(wanted or self.default_timeout_s), self.max_timeout_s)
+
+    async def verify(self, item: VerifyItem | Prepared) -> Verdict:
+        prepared = item if isinstance(item, Prepared) else self.prepare(item)
+        started = time.perf_counter()
+        verdict = await self._run(prepared)
+        verdict.elapsed_ms = (time.perf_counter() - started) * 1000.0
+        if self.on_result is not None:
+            self.on_result(prepared.verifier.name, verdict)
+        return verdict
+
+    async def verify_many(self, items: Sequence[VerifyItem | Prepared]) -> list[Verdict]:
+        return list(await asyncio.gather(*(self.verify(item) for item in items)))
+
+    async def _run(self, p: Prepared) -> Verdict:
+        timeout = self.timeout_for(p)
+        verifier = p.verifier
+        try:
+            if verifier.execution == "process":
+                if self.pool is not None:
+                    options = p.options.model_dump(mode="json", exclude_unset=True)
+                    return await self.pool.run(verifier.name, p.item.response, p.item.reference, options, timeout)
+                # No pool (library use): run in a thread; the deadline is then soft (the thread cannot be killed).
+                coro = asyncio.to_thread(verifier.check, p.item.response, p.item.reference, p.options)
+            else:
+                coro = verifier.acheck(p.item.response, p.item.reference, p.options, self.context)
+            return await asyncio.wait_for(coro, timeout)
+        except asyncio.TimeoutError:
+            return Verdict.timeout(f"check exceeded its {timeout:g}s deadline")
+        except InvalidReference as exc:
+            return Verdict.invalid_reference(str(exc))
+        except VerifierUnavailable as exc:
+            return Verdict.unavailable(str(exc))
+        except Exception as exc:
+            log.exception("verifier %s failed", verifier.name)
+            return Verdict.error(f"verifier raised {type(exc).__name__}: {str(exc)[:300]}")
+
+
+def verify_sync(item: VerifyItem, registry: Registry | None = None) -> Verdict:
+    """One check in this process, for scripts and notebooks (no pool, so no hard deadline)."""
+    from verifiers.registry import build_registry
+
+    engine = Engine(registry or build_registry())
+    return asyncio.run(engine.verify(item))

@@ -1,0 +1,64 @@
+"""Name → verifier lookup, filled from modules that each expose ``VERIFIERS``.
+
+A registry is built, not global: the app's lifespan and each worker process build their own from the same module
+list, so a plugin module named in settings is visible everywhere a built-in one is.
+"""
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable, Iterator
+
+from verifiers.base import Verifier
+
+# Built-in verifier modules. Each module defines ``VERIFIERS: list[Verifier]``.
+BUILTIN_MODULES: tuple[str, ...] = (
+    "verifiers.basic",
+)
+
+
+class UnknownVerifier(KeyError):
+    def __init__(self, name: str, known: Iterable[str]):
+        super().__init__(name)
+        self.name = name
+        self.known = sorted(known)
+
+    def __str__(self) -> str:
+        return f"unknown verifier {self.name!r}; known: {', '.join(self.known)}"
+
+
+class Registry:
+    def __init__(self) -> None:
+        self._verifiers: dict[str, Verifier] = {}
+
+    def register(self, verifier: Verifier) -> None:
+        if verifier.name in self._verifiers:
+            raise ValueError(f"verifier {verifier.name!r} registered twice")
+        self._verifiers[verifier.name] = verifier
+
+    def get(self, name: str) -> Verifier:
+        try:
+            return self._verifiers[name]
+        except KeyError:
+            raise UnknownVerifier(name, self._verifiers) from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._verifiers
+
+    def __iter__(self) -> Iterator[Verifier]:
+        return iter(self._verifiers.values())
+
+    def names(self) -> list[str]:
+        return sorted(self._verifiers)
+
+
+def load_modules(modules: Iterable[str]) -> Registry:
+    registry = Registry()
+    for module_name in modules:
+        module = importlib.import_module(module_name)
+        for verifier in getattr(module, "VERIFIERS"):
+            registry.register(verifier)
+    return registry
+
+
+def build_registry(extra_modules: Iterable[str] = ()) -> Registry:
+    return load_modules([*BUILTIN_MODULES, *extra_modules])

@@ -1,0 +1,117 @@
+"""Verdict types shared by every verifier, the engine and the HTTP layer.
+
+A verdict always says *what happened* (``status``) apart from *how good the answer was* (``score``):
+infrastructure trouble carries a null score so a trainer can never mistake it for a wrong answer.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Status(str, enum.Enum):
+    OK = "ok"  # score is the verdict
+    NO_ANSWER = "no_answer"  # the response holds no answer: score 0
+    REJECTED = "rejected"  # a guard refused the response (hedging, hacking pattern): score 0
+    INVALID_REFERENCE = "invalid_reference"  # the reference cannot be used: score null
+    TIMEOUT = "timeout"  # the check overran its deadline: score null
+    ERROR = "error"  # a verifier fault: score null
+    UNAVAILABLE = "unavailable"  # a backend (judge, sandbox, model) is down: score null
+
+    @property
+    def scored(self) -> bool:
+        """Whether a verdict of this status carries a numeric score."""
+        return self in _SCORED
+
+
+_SCORED = frozenset({Status.OK, Status.NO_ANSWER, Status.REJECTED})
+_ZERO = frozenset({Status.NO_ANSWER, Status.REJECTED})
+
+
+@dataclass
+class Verdict:
+    status: Status
+    score: float | None = None
+    reason: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+    elapsed_ms: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.status = Status(self.status)
+        if self.status in _ZERO:
+            self.score = 0.0
+        elif not self.status.scored:
+            self.score = None
+        elif self.score is None:
+            raise ValueError("an ok verdict needs a score")
+        else:
+            self.score = float(self.score)
+
+    # Constructors that read like the statuses they build.
+    @classmethod
+    def ok(cls, score: float, reason: str = "", **details: Any) -> "Verdict":
+        return cls(Status.OK, float(score), reason, details)
+
+    @classmethod
+    def no_answer(cls, reason: str = "no answer found", **details: Any) -> "Verdict":
+        return cls(Status.NO_ANSWER, 0.0, reason, details)
+
+    @classmethod
+    def rejected(cls, reason: str, **details: Any) -> "Verdict":
+        return cls(Status.REJECTED, 0.0, reason, details)
+
+    @classmethod
+    def invalid_reference(cls, reason: str, **details: Any) -> "Verdict":
+        return cls(Status.INVALID_REFERENCE, None, reason, details)
+
+    @classmethod
+    def timeout(cls, reason: str = "deadline exceeded", **details: Any) -> "Verdict":
+        return cls(Status.TIMEOUT, None, reason, details)
+
+    @classmethod
+    def error(cls, reason: str, **details: Any) -> "Verdict":
+        return cls(Status.ERROR, None, reason, details)
+
+    @classmethod
+    def unavailable(cls, reason: str, **details: Any) -> "Verdict":
+        return cls(Status.UNAVAILABLE, None, reason, details)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "score": self.score,
+            "status": self.status.value,
+            "reason": self.reason,
+            "details": self.details,
+            "elapsed_ms": self.elapsed_ms,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Verdict":
+        return cls(
+            Status(data["status"]),
+            data.get("score"),
+            data.get("reason", ""),
+            dict(data.get("details") or {}),
+            float(data.get("elapsed_ms") or 0.0),
+        )
+
+
+@dataclass
+class VerifyItem:
+    """One thing to check, as it travels inside the library (the HTTP schema mirrors it)."""
+
+    verifier: str
+    response: str
+    reference: Any = None
+    options: dict[str, Any] = field(default_factory=dict)
+    id: str | None = None
+    group: str | None = None
+
+
+class VerifierUnavailable(Exception):
+    """Raised by a verifier when a backend it needs is down; the engine turns it into ``unavailable``."""
+
+
+class InvalidReference(Exception):
+    """Raised by a verifier when the reference cannot be used; the engine turns it into ``invalid_reference``."""
