@@ -1,0 +1,1 @@
+"""Isolated execution of untrusted programs. Imports neither the server nor the verifiers."""

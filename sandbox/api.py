@@ -1,0 +1,70 @@
+"""The sandbox's Python contract: what a run asks for and what it returns. Backends implement ``Backend``.
+
+Kept free of any backend so verifiers can code against it (the code verifier reaches the sandbox as the
+``sandbox`` resource of its context).
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+class RunStatus(str, enum.Enum):
+    OK = "ok"  # exited 0
+    RUNTIME_ERROR = "runtime_error"  # non-zero exit or killed by a signal other than our limits
+    COMPILE_ERROR = "compile_error"
+    TIMEOUT = "timeout"  # wall or CPU time limit
+    MEMORY_EXCEEDED = "memory_exceeded"
+    OUTPUT_EXCEEDED = "output_exceeded"  # stdout/stderr over the cap (output truncated)
+    SANDBOX_ERROR = "sandbox_error"  # the sandbox itself failed; never the program's fault
+
+
+@dataclass
+class Limits:
+    wall_s: float = 10.0
+    cpu_s: float = 10.0
+    memory_mb: int = 1024  # address space
+    processes: int = 64
+    file_size_mb: int = 64
+    open_files: int = 256
+    output_bytes: int = 1 << 20  # per stream
+
+
+@dataclass
+class RunRequest:
+    code: str
+    language: str = "python"
+    stdin: str = ""
+    args: list[str] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)  # extra files written into the work dir (relative paths)
+    collect: list[str] = field(default_factory=list)  # work-dir files read back after the run (size-capped)
+    limits: Limits = field(default_factory=Limits)
+
+
+@dataclass
+class RunResult:
+    status: RunStatus
+    exit_code: int | None = None
+    signal: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+    wall_ms: float = 0.0
+    cpu_ms: float = 0.0
+    max_rss_kb: int = 0
+    truncated: bool = False
+    compile_output: str = ""
+    files: dict[str, str] = field(default_factory=dict)  # the ``collect``ed files that existed
+    reason: str = ""  # for sandbox_error and limit statuses: what happened, in words
+
+
+class Backend(Protocol):
+    name: str
+
+    async def run(self, request: RunRequest) -> RunResult: ...
+
+    async def run_many(self, requests: list[RunRequest]) -> list[RunResult]: ...
+
+    def languages(self) -> dict[str, bool]: ...  # language -> available on this host
+
+    async def close(self) -> None: ...
