@@ -6,6 +6,7 @@ exact same code path as the server.
 from __future__ import annotations
 
 import importlib
+import json
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
@@ -16,6 +17,7 @@ from reward_service.settings import Settings
 from verifiers.engine import Engine, ResultHook
 from verifiers.pool import WorkerPool
 from verifiers.registry import Registry, build_registry
+from verifiers.spec import named_specs
 
 log = logging.getLogger("reward_service.runtime")
 
@@ -56,8 +58,19 @@ class Runtime:
         registry = build_registry(modules)
         from verifiers.registry import BUILTIN_MODULES
 
+        specs = named_specs(settings.reward_specs)
+        for spec in specs:
+            registry.register(spec)
+        for spec in specs:  # a misconfigured spec fails at start-up, not on the first request
+            try:
+                spec.validate(spec.Options(), registry)
+            except Exception as exc:
+                raise ValueError(f"reward spec {spec.name!r} is invalid: {exc}") from exc
         pool = WorkerPool(
-            settings.effective_workers(), [*BUILTIN_MODULES, *modules], memory_mb=settings.worker_memory_mb
+            settings.effective_workers(),
+            [*BUILTIN_MODULES, *modules],
+            memory_mb=settings.worker_memory_mb,
+            env={"REWARD_SERVICE_LENGTH_TOKENIZERS": json.dumps(settings.length_tokenizers)},
         )
         async with AsyncExitStack() as stack:
             await pool.start()

@@ -33,5 +33,16 @@ class VerifyResult(BaseModel):
     elapsed_ms: float
 
 
+class GroupStats(BaseModel):
+    count: int
+    null_count: int
+    mean: float | None
+    std: float | None = Field(description="Population standard deviation of the non-null scores.")
+    all_equal: bool = Field(description="Every item scored and all scores equal: the group carries no signal.")
+
+
 class VerifyResponse(BaseModel):
     results: list[VerifyResult]
+    groups: dict[str, GroupStats] | None = Field(
+        None, description="Per-group statistics, present when any item carries a group id."
+    )

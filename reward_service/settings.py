@@ -48,6 +48,13 @@ class Settings(BaseSettings):
     # --- calibration and audits (issue 9) ---
     # --- trainer adapters (issue 10) ---
     # --- reward specs (issue 12) ---
+    reward_specs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Named reward specs: name -> {components: [...], normalize: bool}; used as verifier 'spec:NAME'.",
+    )
+    length_tokenizers: dict[str, str] = Field(
+        default_factory=dict, description="Tokenizer name -> local directory, for the length verifier's unit=tokens."
+    )
 
     def effective_workers(self) -> int:
         return self.workers or os.cpu_count() or 1

@@ -16,6 +16,7 @@ from verifiers.types import Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
     from verifiers.context import Context
+    from verifiers.registry import Registry
 
 
 class BaseOptions(BaseModel):
@@ -39,6 +40,9 @@ class Verifier:
 
     def parse_options(self, raw: dict[str, Any] | None) -> BaseOptions:
         return self.Options.model_validate(raw or {})
+
+    def validate(self, options: BaseOptions, registry: "Registry") -> None:
+        """Request-time checks that need the registry (e.g. a spec's component names); raise to refuse the item."""
 
     def check(self, response: str, reference: Any, options: BaseOptions) -> Verdict:
         """Synchronous check, run in a worker process (``execution = "process"``)."""

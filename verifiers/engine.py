@@ -52,7 +52,9 @@ class Engine:
     def prepare(self, item: VerifyItem) -> Prepared:
         """Look the verifier up and validate its options (raises ``UnknownVerifier`` / ``ValidationError``)."""
         verifier = self.registry.get(item.verifier)
-        return Prepared(item, verifier, verifier.parse_options(item.options))
+        options = verifier.parse_options(item.options)
+        verifier.validate(options, self.registry)
+        return Prepared(item, verifier, options)
 
     def timeout_for(self, prepared: Prepared) -> float:
         wanted = prepared.options.timeout_s or getattr(prepared.verifier, "default_timeout_s", None)
@@ -76,7 +78,7 @@ class Engine:
         try:
             if verifier.execution == "process":
                 if self.pool is not None:
-                    options = p.options.model_dump(mode="json", exclude_unset=True)
+                    options = p.options.model_dump(mode="json", exclude_unset=True, by_alias=True)
                     return await self.pool.run(verifier.name, p.item.response, p.item.reference, options, timeout)
                 # No pool (library use): run in a thread; the deadline is then soft (the thread cannot be killed).
                 coro = asyncio.to_thread(verifier.check, p.item.response, p.item.reference, p.options)

@@ -64,11 +64,13 @@ class WorkerPool:
         *,
         memory_mb: int = 0,
         start_timeout_s: float = 120.0,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.size = max(1, size)
         self.modules = list(modules)
         self.memory_mb = memory_mb
         self.start_timeout_s = start_timeout_s
+        self.env = dict(env or {})  # worker-side configuration, e.g. configured tokenizers
         self._idle: asyncio.Queue[_Worker] = asyncio.Queue()
         self._all: set[_Worker] = set()
         self._stats = PoolStats(size=self.size)
@@ -86,7 +88,7 @@ class WorkerPool:
             self._idle.put_nowait(worker)
 
     async def _spawn(self) -> _Worker:
-        env = dict(os.environ)
+        env = {**os.environ, **self.env}
         env["REWARD_SERVICE_WORKER_MEMORY_MB"] = str(self.memory_mb)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [*sys.path, env.get("PYTHONPATH", "")]))
         proc = await asyncio.create_subprocess_exec(

@@ -12,6 +12,7 @@ from reward_service.auth import require_token
 from reward_service.errors import ApiError
 from reward_service.schemas import VerifyRequest, VerifyResponse, VerifyResult
 from verifiers.engine import Prepared
+from verifiers.groups import group_stats
 from verifiers.registry import UnknownVerifier
 from verifiers.types import Verdict, VerifyItem
 
@@ -89,4 +90,8 @@ async def verify(body: VerifyRequest, request: Request) -> VerifyResponse:
         raise ApiError(503, "server is starting", headers={"Retry-After": str(services.settings.retry_after_s)})
     prepared = prepare_items(services, body)
     verdicts = await run_admitted(services, prepared)
-    return VerifyResponse(results=[to_result(p, v) for p, v in zip(prepared, verdicts)])
+    results = [to_result(p, v) for p, v in zip(prepared, verdicts)]
+    groups = None
+    if any(item.group is not None for item in body.items):
+        groups = group_stats([item.group for item in body.items], [r.score for r in results])
+    return VerifyResponse(results=results, groups=groups)
