@@ -46,6 +46,15 @@ class Settings(BaseSettings):
     # --- judges (issue 7) ---
     # --- reward models (issue 8) ---
     # --- calibration and audits (issue 9) ---
+    calibration_db: str = Field(
+        "~/.local/state/reward-service/calibration.sqlite3",
+        description="SQLite file of the calibration store (FP/FN counts per verifier configuration, appeal counters).",
+    )
+    appeal_judge: str | None = Field(None, description="Default judge verifier for options.appeal.")
+    calibration_min_appeals: int = Field(30, ge=1, description="Appeals needed before the online FN rate is used.")
+    calibration_wide_interval: float = Field(
+        0.2, gt=0, le=1, description="A noise rate whose 95% interval is wider than this gets a warning in the verdict."
+    )
     # --- trainer adapters (issue 10) ---
     # --- reward specs (issue 12) ---
     reward_specs: dict[str, Any] = Field(

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from verifiers.calibration.options import AppealOptions, Correction, NoiseRatesOptions
 from verifiers.types import Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -27,6 +28,17 @@ class BaseOptions(BaseModel):
     timeout_s: float | None = Field(
         default=None, gt=0, description="Per-item deadline in seconds (capped by the server's maximum)."
     )
+    # Noise correction and appeals (issue 9), applied by the engine after the raw verdict; binary verifiers only.
+    correction: Correction = Field(
+        "none", description="none | backward (unbiased surrogate reward) | forward (policy-gradient weights)."
+    )
+    appeal: AppealOptions | None = Field(None, description="Recheck rule-based negatives with a judge verifier.")
+    noise_rates: NoiseRatesOptions | None = Field(None, description="Known rates; otherwise the calibration store.")
+
+    @field_validator("appeal", mode="before")
+    @classmethod
+    def _appeal_shorthand(cls, value: Any) -> Any:
+        return {} if value is True else None if value is False else value
 
 
 class Verifier:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from verifiers.base import BaseOptions, Verifier
+from verifiers.calibration.apply import postprocess, wants_postprocess
 from verifiers.context import Context
 from verifiers.pool import WorkerPool
 from verifiers.registry import Registry
@@ -64,6 +65,8 @@ class Engine:
         prepared = item if isinstance(item, Prepared) else self.prepare(item)
         started = time.perf_counter()
         verdict = await self._run(prepared)
+        if wants_postprocess(prepared.options):  # appeal / noise correction (issue 9), on the raw verdict
+            verdict = await postprocess(self, prepared, verdict)
         verdict.elapsed_ms = (time.perf_counter() - started) * 1000.0
         if self.on_result is not None:
             self.on_result(prepared.verifier.name, verdict)
