@@ -1,0 +1,248 @@
+"""Sync and async clients for reward-service.
+
+Large batches are cut into chunks (results come back in the caller's order); overload and connection trouble are
+retried with jittered backoff honouring Retry-After; bad input raises ``RequestRejected`` with the server's message.
+A null score stays null: whether it means "skip" or "0" is the caller's decision.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar, Union
+
+import httpx
+
+from reward_client.errors import RequestRejected
+from reward_client.items import Payload, PrmItem, SandboxRun, VerifyItem, to_wire
+from reward_client.protocol import ClientConfig, Outcome, chunks, judge, shift_loc, splittable
+from reward_client.results import PrmResult, SandboxResult, VerifyResult
+from reward_client.retry import RetryPolicy
+
+T = TypeVar("T")
+BodyOf = Callable[[List[Dict[str, Any]]], Dict[str, Any]]
+Timeout = Union[float, httpx.Timeout]
+
+
+def _verify_body(items: List[Dict[str, Any]]) -> Dict[str, Any]:
+    return {"items": items}
+
+
+def _prm_body(model: str, aggregation: str, threshold: Optional[float]) -> BodyOf:
+    def body(items: List[Dict[str, Any]]) -> Dict[str, Any]:
+        out: Dict[str, Any] = {"model": model, "items": items, "aggregation": aggregation}
+        if threshold is not None:
+            out["threshold"] = threshold
+        return out
+
+    return body
+
+
+def _run_item(code_or_run: Union[str, Payload], language: str, kw: Dict[str, Any]) -> Dict[str, Any]:
+    run = SandboxRun(code=code_or_run, language=language, **kw) if isinstance(code_or_run, str) else code_or_run
+    return to_wire(run)
+
+
+def _results(body: Any, n: int, path: str) -> List[Dict[str, Any]]:
+    results = body.get("results") if isinstance(body, dict) else None
+    if not isinstance(results, list) or len(results) != n:
+        got = len(results) if isinstance(results, list) else "no"
+        raise RequestRejected(200, f"expected {n} results, got {got}", None, path)
+    return results
+
+
+class RewardClient:
+    """Blocking client; one connection pool, safe to share between threads."""
+
+    def __init__(
+        self,
+        base_url: Optional[str] = None,
+        *,
+        token: Optional[str] = None,
+        timeout: Timeout = 180.0,
+        retry: Optional[RetryPolicy] = None,
+        chunk_size: int = 256,
+        headers: Optional[Dict[str, str]] = None,
+        transport: Optional[httpx.BaseTransport] = None,
+    ) -> None:
+        self.config = ClientConfig(base_url or "", token, timeout, retry or RetryPolicy(), chunk_size, 1, headers or {})
+        self._http = httpx.Client(transport=transport, **self.config.http_kwargs())
+
+    # --- plumbing ---
+    def _request(self, method: str, path: str, json: Any = None) -> Any:
+        policy = self.config.retry
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                outcome: Outcome = self._http.request(method, path, json=json)
+            except httpx.TransportError as exc:
+                outcome = exc
+            verdict = judge(outcome, attempt, policy, path)
+            if not isinstance(outcome, httpx.Response) or outcome.status_code >= 300:
+                time.sleep(verdict)
+                continue
+            return verdict
+
+    def _post_items(self, path: str, items: List[Dict[str, Any]], body_of: BodyOf, offset: int = 0) -> List[Any]:
+        try:
+            return _results(self._request("POST", path, body_of(items)), len(items), path)
+        except RequestRejected as exc:
+            if not splittable(exc, len(items)):
+                raise shift_loc(exc, offset) from None
+        half = len(items) // 2
+        return (self._post_items(path, items[:half], body_of, offset)
+                + self._post_items(path, items[half:], body_of, offset + half))
+
+    def _post_chunked(self, path: str, items: Sequence[Payload], body_of: BodyOf) -> List[Any]:
+        wire = [to_wire(i) for i in items]
+        out: List[Any] = []
+        for offset, chunk in chunks(wire, self.config.chunk_size):
+            out.extend(self._post_items(path, list(chunk), body_of, offset))
+        return out
+
+    # --- endpoints ---
+    def verify(self, items: Sequence[Union[VerifyItem, Payload]]) -> List[VerifyResult]:
+        """Check any number of items; one result per item, in order."""
+        return [VerifyResult.from_json(r) for r in self._post_chunked("/v1/verify", items, _verify_body)]
+
+    def verify_one(self, verifier: str, response: str, reference: Any = None,
+                   options: Optional[Dict[str, Any]] = None) -> VerifyResult:
+        return self.verify([VerifyItem(verifier, response, reference, options or {})])[0]
+
+    def scores(self, verifier: str, responses: Sequence[str], references: Optional[Sequence[Any]] = None,
+               options: Optional[Dict[str, Any]] = None) -> List[Optional[float]]:
+        """Only the scores, None where no verdict could be reached."""
+        refs = references if references is not None else [None] * len(responses)
+        items = [VerifyItem(verifier, r, ref, options or {}) for r, ref in zip(responses, refs)]
+        return [r.score for r in self.verify(items)]
+
+    def prm_score(self, model: str, items: Sequence[Union[PrmItem, Payload]], aggregation: str = "min",
+                  threshold: Optional[float] = None) -> List[PrmResult]:
+        body = _prm_body(model, aggregation, threshold)
+        return [PrmResult.from_json(r) for r in self._post_chunked("/v1/prm/score", items, body)]
+
+    def sandbox_run(self, code: Union[str, SandboxRun], language: str = "python", **kw: Any) -> SandboxResult:
+        """Run one program; ``kw`` takes ``stdin``, ``args``, ``files``, ``collect``, ``limits``."""
+        return SandboxResult.from_json(self._request("POST", "/v1/sandbox/run", _run_item(code, language, kw)))
+
+    def sandbox_run_many(self, runs: Sequence[SandboxRun]) -> List[SandboxResult]:
+        return [self.sandbox_run(run) for run in runs]
+
+    def verifiers(self) -> List[Dict[str, Any]]:
+        body = self._request("GET", "/v1/verifiers")
+        return body.get("verifiers", body) if isinstance(body, dict) else body
+
+    def ready(self) -> bool:
+        try:
+            return self._http.get("/readyz").status_code == 200
+        except httpx.TransportError:
+            return False
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> "RewardClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncRewardClient:
+    """Asyncio client; chunks of one call are sent concurrently (``max_concurrency`` at once)."""
+
+    def __init__(
+        self,
+        base_url: Optional[str] = None,
+        *,
+        token: Optional[str] = None,
+        timeout: Timeout = 180.0,
+        retry: Optional[RetryPolicy] = None,
+        chunk_size: int = 256,
+        max_concurrency: int = 4,
+        headers: Optional[Dict[str, str]] = None,
+        transport: Optional[httpx.AsyncBaseTransport] = None,
+    ) -> None:
+        self.config = ClientConfig(base_url or "", token, timeout, retry or RetryPolicy(), chunk_size,
+                                   max_concurrency, headers or {})
+        limits = httpx.Limits(max_connections=max(max_concurrency * 2, 10))
+        self._http = httpx.AsyncClient(transport=transport, limits=limits, **self.config.http_kwargs())
+        self._gate: Optional[asyncio.Semaphore] = None  # made on first use, inside the caller's event loop
+
+    async def _request(self, method: str, path: str, json: Any = None) -> Any:
+        policy = self.config.retry
+        attempt = 0
+        while True:
+            attempt += 1
+            if self._gate is None:
+                self._gate = asyncio.Semaphore(self.config.max_concurrency)
+            try:
+                async with self._gate:
+                    outcome: Outcome = await self._http.request(method, path, json=json)
+            except httpx.TransportError as exc:
+                outcome = exc
+            verdict = judge(outcome, attempt, policy, path)
+            if not isinstance(outcome, httpx.Response) or outcome.status_code >= 300:
+                await asyncio.sleep(verdict)
+                continue
+            return verdict
+
+    async def _post_items(self, path: str, items: List[Dict[str, Any]], body_of: BodyOf, offset: int = 0) -> List[Any]:
+        try:
+            return _results(await self._request("POST", path, body_of(items)), len(items), path)
+        except RequestRejected as exc:
+            if not splittable(exc, len(items)):
+                raise shift_loc(exc, offset) from None
+        half = len(items) // 2
+        first, second = await asyncio.gather(
+            self._post_items(path, items[:half], body_of, offset),
+            self._post_items(path, items[half:], body_of, offset + half),
+        )
+        return first + second
+
+    async def _post_chunked(self, path: str, items: Sequence[Payload], body_of: BodyOf) -> List[Any]:
+        wire = [to_wire(i) for i in items]
+        parts = await asyncio.gather(*(
+            self._post_items(path, list(chunk), body_of, offset)
+            for offset, chunk in chunks(wire, self.config.chunk_size)
+        ))
+        return [r for part in parts for r in part]
+
+    async def verify(self, items: Sequence[Union[VerifyItem, Payload]]) -> List[VerifyResult]:
+        return [VerifyResult.from_json(r) for r in await self._post_chunked("/v1/verify", items, _verify_body)]
+
+    async def verify_one(self, verifier: str, response: str, reference: Any = None,
+                         options: Optional[Dict[str, Any]] = None) -> VerifyResult:
+        return (await self.verify([VerifyItem(verifier, response, reference, options or {})]))[0]
+
+    async def scores(self, verifier: str, responses: Sequence[str], references: Optional[Sequence[Any]] = None,
+                     options: Optional[Dict[str, Any]] = None) -> List[Optional[float]]:
+        refs = references if references is not None else [None] * len(responses)
+        items = [VerifyItem(verifier, r, ref, options or {}) for r, ref in zip(responses, refs)]
+        return [r.score for r in await self.verify(items)]
+
+    async def prm_score(self, model: str, items: Sequence[Union[PrmItem, Payload]], aggregation: str = "min",
+                        threshold: Optional[float] = None) -> List[PrmResult]:
+        body = _prm_body(model, aggregation, threshold)
+        return [PrmResult.from_json(r) for r in await self._post_chunked("/v1/prm/score", items, body)]
+
+    async def sandbox_run(self, code: Union[str, SandboxRun], language: str = "python", **kw: Any) -> SandboxResult:
+        body = await self._request("POST", "/v1/sandbox/run", _run_item(code, language, kw))
+        return SandboxResult.from_json(body)
+
+    async def sandbox_run_many(self, runs: Sequence[SandboxRun]) -> List[SandboxResult]:
+        """Concurrent single runs (bounded by ``max_concurrency``), results in order."""
+        return list(await asyncio.gather(*(self.sandbox_run(run) for run in runs)))
+
+    async def verifiers(self) -> List[Dict[str, Any]]:
+        body = await self._request("GET", "/v1/verifiers")
+        return body.get("verifiers", body) if isinstance(body, dict) else body
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> "AsyncRewardClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

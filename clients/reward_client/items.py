@@ -1,0 +1,46 @@
+"""What callers send: plain dataclasses, or mappings with the same keys (both are accepted everywhere)."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, is_dataclass
+from typing import Any, Dict, List, Mapping, Optional, Union
+
+
+@dataclass
+class VerifyItem:
+    verifier: str
+    response: str
+    reference: Any = None
+    options: Dict[str, Any] = field(default_factory=dict)
+    id: Optional[str] = None
+    group: Optional[str] = None
+
+
+@dataclass
+class PrmItem:
+    """Give ``steps`` (already split) or ``response`` (the server splits it by its configured rule)."""
+
+    prompt: str
+    steps: Optional[List[str]] = None
+    response: Optional[str] = None
+    id: Optional[str] = None
+
+
+@dataclass
+class SandboxRun:
+    code: str
+    language: str = "python"
+    stdin: str = ""
+    args: List[str] = field(default_factory=list)
+    files: Dict[str, str] = field(default_factory=dict)
+    collect: List[str] = field(default_factory=list)
+    limits: Dict[str, Any] = field(default_factory=dict)  # wall_s, cpu_s, memory_mb, ... within the server's caps
+
+
+Payload = Union[Mapping[str, Any], VerifyItem, PrmItem, SandboxRun]
+
+
+def to_wire(item: Payload) -> Dict[str, Any]:
+    """A JSON-ready dict; unset optional fields are left out so the server applies its own defaults."""
+    data = asdict(item) if is_dataclass(item) and not isinstance(item, type) else dict(item)  # type: ignore[arg-type]
+    return {k: v for k, v in data.items() if v is not None and not (k in ("options", "files", "collect", "args",
+                                                                          "limits") and not v)}

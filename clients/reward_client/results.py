@@ -1,0 +1,85 @@
+"""Typed results of the service's endpoints, as plain dataclasses (no pydantic, so the client stays httpx-only).
+
+Fields the server adds later land in ``extra`` instead of breaking old clients.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Dict, List, Optional, Type, TypeVar
+
+# Statuses whose verdict carries a number (mirrors the server's table): the rest mean "no verdict", score null.
+SCORED_STATUSES = frozenset({"ok", "no_answer", "rejected"})
+
+T = TypeVar("T")
+
+
+def _build(cls: Type[T], data: Dict[str, Any]) -> T:
+    known = {f.name for f in fields(cls)} - {"extra"}  # type: ignore[arg-type]
+    kwargs = {k: v for k, v in data.items() if k in known}
+    extra = {k: v for k, v in data.items() if k not in known}
+    return cls(**kwargs, extra=extra)  # type: ignore[call-arg]
+
+
+@dataclass
+class VerifyResult:
+    """One verdict of ``/v1/verify``. ``score`` is None whenever the check could not decide (see ``status``)."""
+
+    score: Optional[float]
+    status: str
+    reason: str = ""
+    details: Dict[str, Any] = field(default_factory=dict)
+    id: Optional[str] = None
+    verifier: str = ""
+    elapsed_ms: float = 0.0
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def scored(self) -> bool:
+        """True when the verdict is a real score (including the 0 of no_answer/rejected)."""
+        return self.status in SCORED_STATUSES and self.score is not None
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "VerifyResult":
+        return _build(cls, data)
+
+
+@dataclass
+class PrmResult:
+    """One item of ``/v1/prm/score``: per-step scores, their aggregate and the first step judged wrong."""
+
+    step_scores: List[float]
+    score: Optional[float]
+    first_error: Optional[int] = None
+    id: Optional[str] = None
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "PrmResult":
+        return _build(cls, data)
+
+
+@dataclass
+class SandboxResult:
+    """One run of ``/v1/sandbox/run``. ``sandbox_error`` is the sandbox's own failure, never the program's."""
+
+    status: str
+    exit_code: Optional[int] = None
+    signal: Optional[int] = None
+    stdout: str = ""
+    stderr: str = ""
+    wall_ms: float = 0.0
+    cpu_ms: float = 0.0
+    max_rss_kb: int = 0
+    truncated: bool = False
+    compile_output: str = ""
+    files: Dict[str, str] = field(default_factory=dict)
+    reason: str = ""
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "ok"
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "SandboxResult":
+        return _build(cls, data)

@@ -1,0 +1,132 @@
+"""verl adapter: a file usable as ``custom_reward_function.path``.
+
+    custom_reward_function:
+      path: /path/to/reward_client/verl.py     # python -c "import reward_client.verl as m; print(m.__file__)"
+      name: compute_score                      # or compute_score_batch with reward_model.reward_manager=batch
+
+The server is ``REWARD_CLIENT_URL`` (token ``REWARD_CLIENT_TOKEN``). Each sample goes to a verifier chosen by its
+``data_source`` (see ``DEFAULT_ROUTES``; extend with ``REWARD_CLIENT_VERL_ROUTES='{"my_set": "ifeval"}'``, set a
+catch-all with ``REWARD_CLIENT_VERL_DEFAULT``), or by ``extra_info["verifier"]`` when the row names one.
+
+verl needs a float reward, so a null verdict (timeout, backend down, unusable reference) is reported as
+``REWARD_CLIENT_NULL_SCORE`` (default 0.0) with ``scored = False`` and its ``status`` beside it, so the rate of
+infrastructure trouble shows up in verl's ``reward_extra_info`` instead of hiding inside the mean reward.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from reward_client.client import AsyncRewardClient, RewardClient
+from reward_client.items import VerifyItem
+from reward_client.results import VerifyResult
+
+ROUTES_ENV = "REWARD_CLIENT_VERL_ROUTES"
+DEFAULT_ENV = "REWARD_CLIENT_VERL_DEFAULT"
+NULL_SCORE_ENV = "REWARD_CLIENT_NULL_SCORE"
+
+# Substrings of a lower-cased data_source → verifier, first match wins (verl's own names included:
+# openai/gsm8k, lighteval/MATH, DigitalLearningGmbH/MATH-lighteval, HuggingFaceH4/MATH-500, numina_*, codecontests,
+# apps, taco, codeforces...).
+DEFAULT_ROUTES: Tuple[Tuple[str, str], ...] = (
+    ("gsm8k", "math"), ("math", "math"), ("aime", "math"), ("amc", "math"), ("numina", "math"),
+    ("olympiad", "math"), ("deepscaler", "math"), ("dapo", "math"), ("minerva", "math"),
+    ("codecontests", "code"), ("apps", "code"), ("taco", "code"), ("codeforces", "code"), ("humaneval", "code"),
+    ("mbpp", "code"), ("livecodebench", "code"), ("primeintellect", "code"), ("code", "code"),
+    ("ifeval", "ifeval"), ("gpqa", "multiple_choice"), ("mmlu", "multiple_choice"),
+)
+
+_sync_clients: Dict[Tuple[int, str], RewardClient] = {}
+_async_clients: Dict[Tuple[int, int], AsyncRewardClient] = {}
+
+
+def route(data_source: str, extra_info: Optional[Mapping[str, Any]] = None) -> str:
+    """The verifier for one sample: the row's own choice, then configured routes, then the defaults."""
+    if extra_info and extra_info.get("verifier"):
+        return str(extra_info["verifier"])
+    source = str(data_source)
+    configured = json.loads(os.environ.get(ROUTES_ENV) or "{}")
+    if not isinstance(configured, dict):
+        raise ValueError(f"{ROUTES_ENV} must be a JSON object mapping data_source patterns to verifiers")
+    if source in configured:
+        return str(configured[source])
+    lowered = source.lower()
+    for pattern, verifier in [*configured.items(), *DEFAULT_ROUTES]:
+        if pattern.lower() in lowered:
+            return str(verifier)
+    fallback = os.environ.get(DEFAULT_ENV)
+    if fallback:
+        return fallback
+    raise ValueError(
+        f"no verifier for data_source {source!r}: set extra_info['verifier'], add it to {ROUTES_ENV}, "
+        f"or set {DEFAULT_ENV}"
+    )
+
+
+def _jsonable(value: Any) -> Any:
+    """verl hands numpy scalars and arrays around; the wire needs plain Python."""
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        return value.tolist()
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def _item(data_source: str, solution_str: str, ground_truth: Any, extra_info: Optional[Mapping[str, Any]]) -> VerifyItem:
+    info = extra_info if isinstance(extra_info, Mapping) else None
+    options = dict(info.get("verifier_options") or {}) if info else {}
+    return VerifyItem(route(data_source, info), solution_str, _jsonable(ground_truth), _jsonable(options))
+
+
+def to_verl(result: VerifyResult) -> Dict[str, Any]:
+    """The dict verl logs: the same keys for every sample (verl stacks them per key), scalars only."""
+    null_score = float(os.environ.get(NULL_SCORE_ENV) or 0.0)
+    return {
+        "score": result.score if result.score is not None else null_score,
+        "scored": result.score is not None,
+        "status": result.status,
+        "verifier": result.verifier,
+        "reason": result.reason,
+        "details": json.dumps(result.details, ensure_ascii=False, default=str),
+        "elapsed_ms": float(result.elapsed_ms),
+    }
+
+
+def _client() -> RewardClient:
+    key = (os.getpid(), os.environ.get("REWARD_CLIENT_URL", ""))  # a forked worker must not reuse its parent's pool
+    if key not in _sync_clients:
+        _sync_clients[key] = RewardClient()
+    return _sync_clients[key]
+
+
+def _aclient() -> AsyncRewardClient:
+    key = (os.getpid(), id(asyncio.get_running_loop()))
+    if key not in _async_clients:
+        _async_clients[key] = AsyncRewardClient()
+    return _async_clients[key]
+
+
+def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: Optional[Dict[str, Any]] = None,
+                  **kwargs: Any) -> Dict[str, Any]:
+    """verl's per-sample reward function (NaiveRewardManager and friends)."""
+    return to_verl(_client().verify([_item(data_source, solution_str, ground_truth, extra_info)])[0])
+
+
+async def compute_score_async(data_source: str, solution_str: str, ground_truth: Any,
+                              extra_info: Optional[Dict[str, Any]] = None, **kwargs: Any) -> Dict[str, Any]:
+    """The same, for verl's asynchronous reward loop."""
+    result = await _aclient().verify([_item(data_source, solution_str, ground_truth, extra_info)])
+    return to_verl(result[0])
+
+
+def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str], ground_truths: Sequence[Any],
+                        extra_infos: Optional[Sequence[Optional[Dict[str, Any]]]] = None,
+                        **kwargs: Any) -> List[Dict[str, Any]]:
+    """verl's BatchRewardManager form: the whole batch in as few requests as the client's chunking allows."""
+    infos = extra_infos if extra_infos is not None else [None] * len(solution_strs)
+    items = [_item(d, s, g, e) for d, s, g, e in zip(data_sources, solution_strs, ground_truths, infos)]
+    return [to_verl(r) for r in _client().verify(items)]
