@@ -56,6 +56,16 @@ class Settings(BaseSettings):
         0.2, gt=0, le=1, description="A noise rate whose 95% interval is wider than this gets a warning in the verdict."
     )
     # --- trainer adapters (issue 10) ---
+    openrlhf_verifier: str = Field("math", description="Verifier that scores /openrlhf/reward requests.")
+    openrlhf_options: dict[str, Any] = Field(default_factory=dict, description="Options for that verifier.")
+    openrlhf_null_reward: float = Field(
+        0.0, description="Reward sent to OpenRLHF (which only takes floats) for a verdict with a null score."
+    )
+    openrlhf_strip_suffixes: list[str] = Field(
+        default_factory=lambda: ["<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "</s>",
+                                 "<｜end▁of▁sentence｜>", "<|end|>"],
+        description="End-of-turn tokens removed from the end of a decoded OpenRLHF query before scoring.",
+    )
     # --- reward specs (issue 12) ---
     reward_specs: dict[str, Any] = Field(
         default_factory=dict,

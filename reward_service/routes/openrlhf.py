@@ -1,0 +1,120 @@
+"""POST /openrlhf/reward: OpenRLHF's remote reward protocol, so ``--reward.remote_url`` needs no glue code.
+
+OpenRLHF posts ``{"query": [prompt + response], "prompts": [...], "labels": [...]}`` and reads
+``{"rewards": [...], "scores": [...], "extra_logs": {name: [float per sample]}}``. Its reward list holds floats
+only, so a null verdict becomes ``openrlhf_null_reward`` there; what really happened is in ``extra_logs`` (a
+``status_<name>`` one-hot per sample and ``scored``), which OpenRLHF averages into its training logs.
+"""
+from __future__ import annotations
+
+import hmac
+from typing import Any
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from reward_service.errors import ApiError
+from reward_service.routes.verify import check_limits, prepare_items, run_admitted
+from reward_service.schemas import VerifyItemIn, VerifyRequest
+from verifiers.types import Status, Verdict
+
+router = APIRouter(tags=["trainers"])
+
+
+class OpenRLHFRequest(BaseModel):
+    # OpenRLHF versions add fields over time (e.g. per-sample metadata); unknown ones are ignored, not refused.
+    model_config = ConfigDict(extra="ignore")
+
+    query: list[str] = Field(..., description="Prompt and response, decoded together, one per sample.")
+    prompts: list[str] | None = Field(None, description="The prompt of each sample (stripped from its query).")
+    labels: list[Any] | None = Field(None, description="Reference answer of each sample (from --label_key).")
+
+
+class OpenRLHFResponse(BaseModel):
+    rewards: list[float]
+    scores: list[float]
+    extra_logs: dict[str, list[float]]
+
+
+def authorize(request: Request) -> None:
+    """OpenRLHF cannot send headers, so the token may also come as ``?token=`` in the configured URL."""
+    token = request.app.state.services.settings.auth_token
+    if token is None:
+        return
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer":
+        given = request.query_params.get("token", "")
+    if not hmac.compare_digest(given.strip().encode(), token.get_secret_value().encode()):
+        raise ApiError(401, "missing or invalid token (Authorization: Bearer, or ?token= in the URL)",
+                       headers={"WWW-Authenticate": "Bearer"})
+
+
+def split_response(query: str, prompt: str | None, suffixes: list[str]) -> tuple[str, bool]:
+    """The response part of a decoded query, and whether its prompt was found in it.
+
+    The prompt is usually a prefix; when the decoder put something before it (BOS, left padding) the text after its
+    first occurrence is taken; when it is missing the whole query is scored (answer extraction reads the end).
+    Trailing end-of-turn tokens are dropped since a decoder with ``skip_special_tokens=False`` keeps them.
+    """
+    response, found = query, False
+    if prompt:
+        at = query.find(prompt)
+        if at >= 0:
+            response, found = query[at + len(prompt):], True
+    trimmed = True
+    while trimmed:
+        trimmed = False
+        response = response.rstrip()
+        for suffix in suffixes:
+            if suffix and response.endswith(suffix):
+                response, trimmed = response[: -len(suffix)], True
+    return response, found
+
+
+def extra_logs(verdicts: list[Verdict], found: list[bool]) -> dict[str, list[float]]:
+    """Numeric per-sample logs with the same keys on every call (OpenRLHF turns each into a float)."""
+    logs: dict[str, list[float]] = {
+        "scored": [float(v.score is not None) for v in verdicts],
+        "prompt_found": [float(f) for f in found],
+        "verify_ms": [round(v.elapsed_ms, 3) for v in verdicts],
+    }
+    for status in Status:
+        logs[f"status_{status.value}"] = [float(v.status is status) for v in verdicts]
+    return logs
+
+
+@router.post("/openrlhf/reward", response_model=OpenRLHFResponse)
+async def openrlhf_reward(body: OpenRLHFRequest, request: Request) -> OpenRLHFResponse:
+    authorize(request)
+    services = request.app.state.services
+    settings = services.settings
+    n = len(body.query)
+    for name in ("prompts", "labels"):
+        values = getattr(body, name)
+        if values is not None and len(values) != n:
+            raise ApiError(422, f"{name} has {len(values)} entries for {n} queries", loc=[name])
+    if n == 0:
+        return OpenRLHFResponse(rewards=[], scores=[], extra_logs=extra_logs([], []))
+    runtime = services.runtime
+    if runtime is None:
+        raise ApiError(503, "server is starting", headers={"Retry-After": str(settings.retry_after_s)})
+    if settings.openrlhf_verifier not in runtime.registry:
+        raise ApiError(500, f"openrlhf_verifier {settings.openrlhf_verifier!r} is not a registered verifier; set "
+                       f"REWARD_SERVICE_OPENRLHF_VERIFIER to one of: {', '.join(runtime.registry.names())}")
+    prompts = body.prompts or [None] * n
+    labels = body.labels or [None] * n
+    split = [split_response(q, p, settings.openrlhf_strip_suffixes) for q, p in zip(body.query, prompts)]
+    request_items = VerifyRequest(items=[
+        VerifyItemIn(id=str(i), verifier=settings.openrlhf_verifier, response=response, reference=label,
+                     options=settings.openrlhf_options)
+        for i, ((response, _), label) in enumerate(zip(split, labels))
+    ])
+    check_limits(services, request_items)
+    verdicts = await run_admitted(services, prepare_items(services, request_items))
+    null = settings.openrlhf_null_reward
+    rewards = [v.score if v.score is not None else null for v in verdicts]
+    return OpenRLHFResponse(
+        rewards=rewards,
+        scores=[min(1.0, max(0.0, r)) for r in rewards],
+        extra_logs=extra_logs(verdicts, [f for _, f in split]),
+    )
