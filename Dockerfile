@@ -1,21 +1,33 @@
-# CPU image of reward-service (see docker-compose.yml). Multi-stage: wheels are built in the first stage, the
-# runtime stage has no compilers.
-FROM python:3.11-slim-bookworm AS build
+# CPU image of reward-service. Multi-stage: wheels are built in the first stage; the runtime stage has no compilers.
+# Build:  docker build -t reward-service .
+# The sandbox (bubblewrap) needs the security options listed in docker-compose.yml.
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+
+FROM ${PYTHON_IMAGE} AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY reward_service ./reward_service
 COPY verifiers ./verifiers
 COPY sandbox ./sandbox
-RUN pip wheel --no-cache-dir --wheel-dir /wheels ".[parquet]"
+RUN pip wheel --no-cache-dir --wheel-dir /wheels ".[parquet,docker]"
 
-FROM python:3.11-slim-bookworm
-RUN apt-get update && apt-get install -y --no-install-recommends bubblewrap curl \
+FROM ${PYTHON_IMAGE}
+# bubblewrap isolates sandbox runs; EXTRA_APT adds toolchains for more sandbox languages (e.g. "gcc g++ nodejs").
+ARG EXTRA_APT=""
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends bubblewrap ${EXTRA_APT} \
     && rm -rf /var/lib/apt/lists/* \
-    && useradd --create-home --uid 10001 reward
+    && useradd --create-home --uid 10001 reward \
+    && mkdir -p /data /models && chown reward:reward /data /models
 COPY --from=build /wheels /wheels
 RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels
 USER reward
-ENV REWARD_SERVICE_HOST=0.0.0.0 REWARD_SERVICE_PORT=8000
+WORKDIR /home/reward
+ENV REWARD_SERVICE_HOST=0.0.0.0 \
+    REWARD_SERVICE_PORT=8000 \
+    PYTHONUNBUFFERED=1
 EXPOSE 8000
-HEALTHCHECK --interval=10s --timeout=3s --start-period=30s CMD curl -fsS http://127.0.0.1:8000/readyz || exit 1
+STOPSIGNAL SIGTERM
+HEALTHCHECK --interval=10s --timeout=3s --start-period=60s --retries=3 \
+    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/readyz' % os.environ.get('REWARD_SERVICE_PORT', '8000'), timeout=2)"]
 ENTRYPOINT ["reward-service", "serve"]

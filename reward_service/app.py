@@ -32,6 +32,7 @@ log = logging.getLogger("reward_service.http")
 ROUTERS: tuple[str, ...] = (
     "reward_service.routes.health:router",
     "reward_service.routes.verify:router",
+    "reward_service.routes.prm:router",
     "reward_service.routes.openrlhf:router",
 )
 
@@ -136,11 +137,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.services = services
     install_error_handlers(app)
+    known: set[str] = set()  # route templates, so metrics labels stay bounded
     for path in ROUTERS:
         module_name, _, attr = path.partition(":")
-        app.include_router(getattr(importlib.import_module(module_name), attr))
+        router = getattr(importlib.import_module(module_name), attr)
+        app.include_router(router)
+        known.update(getattr(r, "path", "") for r in router.routes)
     _mount_docs(app)
-    known = {getattr(r, "path", "") for r in app.routes}
+    known.update(getattr(r, "path", "") for r in app.routes)
     app.add_middleware(RequestContext, metrics=metrics, known_paths=known)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)  # outermost: refuse before reading
     return app

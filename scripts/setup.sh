@@ -12,6 +12,8 @@ if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = "0" ]; then
   missing=()
   command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
   command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+  # The compose CLI validates docker-compose.yml in the tests (no Docker engine is needed for that).
+  command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)
   if [ ${#missing[@]} -gt 0 ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
