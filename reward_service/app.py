@@ -34,6 +34,7 @@ ROUTERS: tuple[str, ...] = (
     "reward_service.routes.verify:router",
     "reward_service.routes.prm:router",
     "reward_service.routes.openrlhf:router",
+    "reward_service.routes.sandbox:router",
 )
 
 

@@ -25,6 +25,7 @@ log = logging.getLogger("reward_service.runtime")
 # yields a dict of named resources. A resource with a boolean ``ready`` attribute gates /readyz.
 RESOURCE_FACTORIES: tuple[str, ...] = (
     "reward_service.calibration_resource:open_calibration",
+    "reward_service.sandbox_resource:open_sandbox",
 )
 
 ResourceFactory = Callable[[Settings], AbstractAsyncContextManager[dict[str, Any]]]

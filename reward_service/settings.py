@@ -11,6 +11,8 @@ import yaml
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from reward_service.sandbox_models import SandboxLimits, default_caps
+
 ENV_PREFIX = "REWARD_SERVICE_"
 
 
@@ -43,6 +45,15 @@ class Settings(BaseSettings):
     shutdown_grace_s: float = Field(30.0, ge=0, description="How long shutdown waits for in-flight work.")
 
     # --- sandbox (issue 4) ---
+    sandbox_backend: str = Field("bwrap", description="bwrap (default), docker, or none (every run: sandbox_error).")
+    sandbox_warm_pool: int = Field(4, ge=0, description="Pre-started sandboxes waiting for a program (0: cold starts).")
+    sandbox_max_concurrent: int = Field(0, ge=0, description="Programs running at once; 0 means 2 x CPU cores.")
+    sandbox_caps: SandboxLimits = Field(default_factory=default_caps, description="Most a request may ask for.")
+    sandbox_defaults: SandboxLimits = Field(default_factory=SandboxLimits, description="Limits of a request naming none.")
+    sandbox_languages: list[str] | None = Field(None, description="Languages offered; None: all with a toolchain.")
+    sandbox_uid_base: int = Field(200_000, ge=1000, description="When run as root: first of the per-sandbox uids.")
+    sandbox_compile_wall_s: float = Field(60.0, gt=0, description="Wall-clock budget of a compile step.")
+    sandbox_max_input_chars: int = Field(4_000_000, ge=1, description="code + stdin + files of one run.")
     # --- judges (issue 7) ---
     # --- reward models (issue 8) ---
     # --- calibration and audits (issue 9) ---

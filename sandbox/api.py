@@ -29,6 +29,7 @@ class Limits:
     file_size_mb: int = 64
     open_files: int = 256
     output_bytes: int = 1 << 20  # per stream
+    disk_mb: int = 256  # size of the private work dir (a tmpfs); added after the first contract, defaulted
 
 
 @dataclass

@@ -1,0 +1,101 @@
+"""POST /v1/sandbox/run, POST /v1/sandbox/run_batch, GET /v1/sandbox/languages."""
+from __future__ import annotations
+
+import posixpath
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+
+from reward_service.admission import Overloaded
+from reward_service.auth import require_token
+from reward_service.errors import ApiError
+from reward_service.sandbox_models import LanguageOut, RunBatchIn, RunBatchOut, RunIn, RunOut
+from sandbox.api import Limits, RunRequest
+from sandbox.languages import canonical_name
+from sandbox.limits import over_caps
+
+router = APIRouter(tags=["sandbox"], dependencies=[Depends(require_token)])
+
+
+def _backend(services: Any) -> Any:
+    retry = {"Retry-After": str(services.settings.retry_after_s)}
+    if services.runtime is None or services.admission.draining:
+        raise ApiError(503, "server is starting or shutting down", headers=retry)
+    backend = services.runtime.resources.get("sandbox")
+    if backend is None:
+        raise ApiError(503, "no sandbox is configured on this server")
+    return backend
+
+
+def _safe_relative(path: str) -> bool:
+    norm = posixpath.normpath(path)
+    return bool(path) and not path.startswith("/") and norm != "." and not norm.startswith("..") and "\0" not in path
+
+
+def to_request(services: Any, backend: Any, item: RunIn, loc: list[Any]) -> RunRequest:
+    """Validate one item against the host's languages and the server caps (422 with its location)."""
+    s = services.settings
+    language = canonical_name(item.language)
+    offered = backend.languages()
+    if language not in offered:
+        raise ApiError(422, f"unknown language {item.language!r}; known: {', '.join(sorted(offered))}",
+                       loc=[*loc, "language"])
+    if not offered[language]:
+        raise ApiError(422, f"language {language!r} is not available on this host (see GET /v1/sandbox/languages)",
+                       loc=[*loc, "language"])
+    size = len(item.code) + len(item.stdin) + sum(len(v) for v in item.files.values())
+    if size > s.sandbox_max_input_chars:
+        raise ApiError(413, f"code + stdin + files hold {size} characters, over the limit of "
+                            f"{s.sandbox_max_input_chars}", loc=loc)
+    for name in [*item.files, *item.collect]:
+        if not _safe_relative(name):
+            raise ApiError(422, f"file name {name!r} must be a relative path inside the work dir",
+                           loc=[*loc, "files" if name in item.files else "collect"])
+    given = item.limits.model_dump(exclude_none=True)
+    limits = Limits(**{**s.sandbox_defaults.model_dump(), **given})
+    problems = over_caps(limits, s.sandbox_caps.to_limits())
+    if problems:
+        raise ApiError(422, "limits: " + "; ".join(problems), loc=[*loc, "limits"])
+    return item.to_request(language, limits)
+
+
+async def _admitted_run(services: Any, backend: Any, requests: list[RunRequest]) -> list[Any]:
+    try:
+        with services.admission.admit(len(requests)):
+            return await backend.run_many(requests)
+    except Overloaded as exc:
+        services.metrics.rejected.labels("saturated").inc()
+        raise ApiError(429, str(exc), headers={"Retry-After": str(services.settings.retry_after_s)}) from None
+
+
+@router.post("/v1/sandbox/run", response_model=RunOut)
+async def run(body: RunIn, request: Request) -> RunOut:
+    services = request.app.state.services
+    backend = _backend(services)
+    req = to_request(services, backend, body, loc=[])
+    [result] = await _admitted_run(services, backend, [req])
+    return RunOut.of(result, body.id)
+
+
+@router.post("/v1/sandbox/run_batch", response_model=RunBatchOut)
+async def run_batch(body: RunBatchIn, request: Request) -> RunBatchOut:
+    services = request.app.state.services
+    backend = _backend(services)
+    n = len(body.items)
+    if n == 0:
+        raise ApiError(422, "items must hold at least one item", loc=["items"])
+    if n > services.settings.max_batch_items:
+        raise ApiError(413, f"batch of {n} items exceeds the limit of {services.settings.max_batch_items}; split it",
+                       loc=["items"])
+    reqs = [to_request(services, backend, item, loc=["items", i]) for i, item in enumerate(body.items)]
+    results = await _admitted_run(services, backend, reqs)
+    return RunBatchOut(results=[RunOut.of(r, item.id) for r, item in zip(results, body.items)])
+
+
+@router.get("/v1/sandbox/languages", response_model=dict[str, LanguageOut])
+async def languages(request: Request) -> dict[str, LanguageOut]:
+    backend = _backend(request.app.state.services)
+    info = getattr(backend, "language_info", None)
+    if info is not None:
+        return {k: LanguageOut(**v) for k, v in info().items()}
+    return {k: LanguageOut(available=v) for k, v in backend.languages().items()}

@@ -1,0 +1,24 @@
+"""Per-request limits are allowed only within the operator's caps."""
+from __future__ import annotations
+
+from dataclasses import asdict, fields
+
+from sandbox.api import Limits
+
+
+def over_caps(limits: Limits, caps: Limits) -> list[str]:
+    """Each limit above its cap (or not positive), in words; empty when the request fits."""
+    problems = []
+    for f in fields(Limits):
+        value, cap = getattr(limits, f.name), getattr(caps, f.name)
+        if value <= 0:
+            problems.append(f"{f.name} must be positive (got {value})")
+        elif value > cap:
+            problems.append(f"{f.name}={value} exceeds the server cap of {cap}")
+    return problems
+
+
+def clamp(limits: Limits, caps: Limits) -> Limits:
+    """Defence in depth for library callers that skipped ``over_caps``: never run above a cap."""
+    values = asdict(limits)
+    return Limits(**{k: min(v, getattr(caps, k)) if v > 0 else getattr(caps, k) for k, v in values.items()})

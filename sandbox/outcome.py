@@ -1,0 +1,52 @@
+"""Turn what the supervisor saw (exit, signal, usage, output) into one named ``RunStatus``.
+
+Shared by every backend so "memory exceeded" means the same thing whatever ran the program.
+"""
+from __future__ import annotations
+
+import re
+import signal
+from dataclasses import dataclass
+
+from sandbox.api import Limits, RunStatus
+
+# How out-of-memory looks from inside each runtime when the address-space/data rlimit refuses an allocation.
+_OOM = re.compile(
+    r"MemoryError|std::bad_alloc|OutOfMemoryError|JavaScript heap out of memory|out of memory|"
+    r"memory allocation of \d+ bytes failed|Cannot allocate memory|failed to reserve memory"
+)
+
+
+@dataclass
+class Observed:
+    exit_code: int | None
+    signal: int | None
+    cpu_ms: float
+    max_rss_kb: int
+    stderr: str
+    timed_out: bool = False
+    output_exceeded: bool = False
+
+
+def classify(o: Observed, limits: Limits) -> tuple[RunStatus, str]:
+    if o.timed_out:
+        return RunStatus.TIMEOUT, f"wall-clock limit of {limits.wall_s:g}s reached; the whole process tree was killed"
+    if o.output_exceeded:
+        return RunStatus.OUTPUT_EXCEEDED, f"output over {limits.output_bytes} bytes; the program was stopped"
+    if o.signal == signal.SIGXCPU or (o.signal == signal.SIGKILL and o.cpu_ms >= limits.cpu_s * 1000 * 0.95):
+        return RunStatus.TIMEOUT, f"CPU-time limit of {limits.cpu_s:g}s reached"
+    if o.exit_code == 0 and o.signal is None:
+        return RunStatus.OK, ""
+    tail = o.stderr[-4000:]
+    near_cap = o.max_rss_kb >= limits.memory_mb * 1024 * 0.9
+    if _OOM.search(tail) or (o.signal in (signal.SIGSEGV, signal.SIGABRT, signal.SIGKILL) and near_cap):
+        return RunStatus.MEMORY_EXCEEDED, f"memory limit of {limits.memory_mb} MiB reached"
+    if o.signal == signal.SIGXFSZ:
+        return RunStatus.RUNTIME_ERROR, f"file-size limit of {limits.file_size_mb} MiB reached"
+    if o.signal is not None:
+        try:
+            name = signal.Signals(o.signal).name
+        except ValueError:
+            name = str(o.signal)
+        return RunStatus.RUNTIME_ERROR, f"killed by signal {name}"
+    return RunStatus.RUNTIME_ERROR, f"exited with code {o.exit_code}"
