@@ -32,6 +32,7 @@ log = logging.getLogger("reward_service.http")
 ROUTERS: tuple[str, ...] = (
     "reward_service.routes.health:router",
     "reward_service.routes.verify:router",
+    "reward_service.routes.audit:router",
     "reward_service.routes.prm:router",
     "reward_service.routes.openrlhf:router",
     "reward_service.routes.sandbox:router",

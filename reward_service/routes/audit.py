@@ -1,0 +1,94 @@
+"""POST /v1/audit (labelled or probe audit, JSON or HTML report) and GET /v1/calibration (the store's contents).
+
+The API never writes reports to a path the caller names: the report comes back in the response, and ``store``
+only writes rates into the server's own calibration store.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import HTMLResponse, JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from reward_service.admission import Overloaded
+from reward_service.auth import require_token
+from reward_service.errors import ApiError
+from verifiers.audit import AuditInputError, labelled_audit, probe_audit
+from verifiers.audit.probes import generate, parse_references
+from verifiers.audit.attacks import default_families
+from verifiers.audit.report import render_html
+from verifiers.calibration.apply import RESOURCE
+
+router = APIRouter(tags=["audit"], dependencies=[Depends(require_token)])
+
+
+class AuditRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["labelled", "probes"]
+    verifier: str
+    options: dict[str, Any] = Field(default_factory=dict, description="The verifier configuration audited.")
+    items: list[dict[str, Any]] = Field(..., description='labelled: {"response", "reference", "label"}; '
+                                                         'probes: {"reference"}.')
+    store: bool = Field(False, description="labelled only: write the counts to the server's calibration store.")
+    source: str | None = Field(None, max_length=200, description="Name of the stored counts (default 'api').")
+    families: list[str] | None = Field(None, description="probes only: attack families (default: all that fit).")
+    per_family: int | None = Field(None, ge=1, description="probes only: variants sampled per family and reference.")
+    seed: int = 0
+    format: Literal["json", "html"] = "json"
+
+
+def _services(request: Request) -> Any:
+    services = request.app.state.services
+    if services.runtime is None or services.admission.draining:
+        raise ApiError(503, "server is starting or shutting down",
+                       headers={"Retry-After": str(services.settings.retry_after_s)})
+    return services
+
+
+@router.post("/v1/audit", response_model=None)
+async def audit(body: AuditRequest, request: Request) -> JSONResponse | HTMLResponse:
+    services = _services(request)
+    engine = services.runtime.engine
+    limit = services.settings.max_batch_items
+    try:
+        if body.kind == "probes":  # count what will run before running it
+            families = tuple(body.families) if body.families else default_families(body.verifier)
+            n = len(generate(parse_references(body.items), families, per_family=body.per_family, seed=body.seed))
+        else:
+            n = len(body.items)
+        if n == 0:
+            raise AuditInputError("the audit holds no rows")
+        if n > limit:
+            raise ApiError(413, f"the audit runs {n} items, over the limit of {limit}; use fewer rows, per_family, "
+                           "or the CLI (reward-service audit)", loc=["items"])
+        with services.admission.admit(n):
+            if body.kind == "labelled":
+                policy = engine.resources.get(RESOURCE)
+                store = policy.store if body.store and policy is not None else None
+                if body.store and store is None:
+                    raise ApiError(422, "store requested but this server has no calibration store", loc=["store"])
+                report = await labelled_audit(engine, body.verifier, body.items, body.options, store=store,
+                                              source=body.source or "api")
+            else:
+                report = await probe_audit(engine, body.verifier, body.items, body.options, families=body.families,
+                                           per_family=body.per_family, seed=body.seed)
+    except AuditInputError as exc:
+        loc = ["items", exc.index] if exc.index is not None else None
+        raise ApiError(422, str(exc), loc=loc) from None
+    except Overloaded as exc:
+        services.metrics.rejected.labels("saturated").inc()
+        raise ApiError(429, str(exc), headers={"Retry-After": str(services.settings.retry_after_s)}) from None
+    if body.format == "html":
+        return HTMLResponse(render_html(report))
+    return JSONResponse(report)
+
+
+@router.get("/v1/calibration")
+async def calibration(request: Request) -> dict[str, Any]:
+    """Every verifier configuration the store knows, with ρ0, ρ1 and the online ρ1, each with its interval."""
+    policy = _services(request).runtime.engine.resources.get(RESOURCE)
+    if policy is None or policy.store is None:
+        return {"entries": []}
+    return {"entries": [cal.to_dict() for cal in policy.store.entries()]}
