@@ -1,0 +1,115 @@
+"""Cheap refusals that run before any comparison: judge-hacking answers, and values too large to evaluate.
+
+The worker pool kills a check that overruns its deadline, but a kill costs a worker respawn; estimating an
+expression's size from its tree (no evaluation) lets ``10^{10^{10^{10}}}`` or ``(10^{200})!`` be refused in
+microseconds instead.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+import sympy
+from sympy.matrices.matrixbase import MatrixBase
+
+# Answers that carry no content and are known to fool judges (field notes §3).
+_HACK_PHRASES = re.compile(
+    r"^(?:thought\s+process|let'?s\s+solve\s+this\s+problem\s+step\s+by\s+step|solution|answer|final\s+answer|"
+    r"step\s+by\s+step|reasoning|explanation|かいせつ|解説|解答|答案|答え)?$",
+    re.IGNORECASE,
+)
+_PUNCT_ONLY = re.compile(r"^[\s\W_]*$")
+
+# Largest value that is evaluated exactly (decimal digits) and numerically (log10 of the magnitude).
+MAX_EXACT_DIGITS = 20_000
+MAX_NUMERIC_LOG10 = 1e9
+MAX_FACTORIAL = 5_000
+
+
+def hacking_reason(answer: str) -> str | None:
+    """Why an extracted answer is only a judge-hacking string (":", "Thought process:", empty), else None."""
+    stripped = answer.strip()
+    if not stripped:
+        return "the final answer is empty"
+    if _PUNCT_ONLY.match(stripped):
+        return f"the final answer {stripped[:20]!r} is only punctuation"
+    words = re.sub(r"[\s\W_]+$", "", re.sub(r"^[\s\W_]+", "", stripped))
+    if _HACK_PHRASES.match(words):
+        return f"the final answer {stripped[:40]!r} is a content-free phrase"
+    return None
+
+
+class TooLarge(Exception):
+    """The expression's value is too large to evaluate within the verifier's bounds."""
+
+
+def _num(expr: sympy.Basic) -> float | None:
+    """A cheap float for a small numeric subtree (exponents, factorial arguments), or None if it has symbols."""
+    if expr.free_symbols:
+        return None
+    size = log10_size(expr)
+    if size > 15:
+        raise TooLarge(f"{str(expr)[:60]} is too large")
+    try:
+        return float(sympy.N(expr, 15))
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def log10_size(expr: sympy.Basic) -> float:
+    """An upper estimate of log10 |value| read from the tree, without evaluating large powers or factorials.
+
+    Symbols count as magnitude ~10 (the verifier substitutes small test points for them).
+    """
+    if not isinstance(expr, sympy.Basic) or isinstance(expr, MatrixBase):
+        try:
+            return max((log10_size(e) for e in expr), default=1.0)  # matrices, lists
+        except TypeError:
+            return 1.0
+    if isinstance(expr, sympy.Integer):
+        p = abs(int(expr))
+        return float(len(str(p))) if p >= 10**15 else math.log10(p + 1)
+    if isinstance(expr, sympy.Rational):
+        return max(log10_size(sympy.Integer(expr.p)), log10_size(sympy.Integer(expr.q)))
+    if isinstance(expr, sympy.Float):
+        return abs(float(sympy.log(abs(expr) + 1, 10))) if expr.is_finite else 1.0
+    if isinstance(expr, sympy.Symbol) or expr.is_Atom:
+        return 1.0
+    if isinstance(expr, sympy.Pow):
+        base, exp = expr.args
+        b_size = log10_size(base)
+        e_size = log10_size(exp)
+        if e_size > 12:
+            if base.is_number and base in (sympy.Integer(0), sympy.Integer(1), sympy.Integer(-1)):
+                return 1.0
+            return math.inf
+        e_val = _num(exp)
+        if e_val is None:
+            e_val = 10.0 ** e_size
+        return max(b_size, 1.0) * (abs(e_val) + 1)
+    if isinstance(expr, (sympy.factorial, sympy.gamma, sympy.factorial2, sympy.subfactorial)):
+        n = _num(expr.args[0])
+        if n is None:
+            return 10.0
+        return (abs(n) + 1) * math.log10(abs(n) + 2)
+    if isinstance(expr, (sympy.exp,)):
+        v = _num(expr.args[0])
+        return abs(v) * 0.4343 + 1 if v is not None else log10_size(expr.args[0]) * 10
+    if isinstance(expr, sympy.Mul):
+        return sum(log10_size(a) for a in expr.args)
+    sizes = [log10_size(a) for a in expr.args] if expr.args else [1.0]
+    return max(sizes) + math.log10(len(sizes) + 1)
+
+
+def check_size(expr: sympy.Basic) -> float:
+    """Raise ``TooLarge`` when evaluating ``expr`` could not finish quickly; return the size estimate."""
+    size = log10_size(expr)
+    if size > MAX_NUMERIC_LOG10:
+        raise TooLarge(f"value of about 10^{size:.3g} is too large to evaluate")
+    nodes = [n for e in (expr if isinstance(expr, MatrixBase) else [expr]) for n in sympy.preorder_traversal(e)]
+    for node in nodes:
+        if isinstance(node, (sympy.factorial, sympy.factorial2, sympy.subfactorial)):
+            n = _num(node.args[0])
+            if n is not None and abs(n) > MAX_FACTORIAL:
+                raise TooLarge(f"factorial of {n:.3g} is too large to evaluate")
+    return size

@@ -1,0 +1,151 @@
+"""String-level normalisation of answers: one canonical spelling per way of writing the same thing.
+
+Everything here is a pure text transform; nothing evaluates. ``canonical`` is the key of the cheapest equivalence
+test (two answers with the same canonical form are the same answer), so it only drops what never carries meaning
+in a final answer: delimiters, spacing commands, ``\\left``/``\\right``, ``\\dfrac`` vs ``\\frac``, units, degree
+and percent signs, a trailing full stop.
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+
+_DELIMS = re.compile(r"^\s*(?:\$\$|\$|\\\[|\\\()\s*(.*?)\s*(?:\$\$|\$|\\\]|\\\))\s*$", re.DOTALL)
+_SPACING = re.compile(r"(?<!\\)\\[,;:! ]|\\(?:q?quad|displaystyle|textstyle|scriptstyle|mathrm\b(?=\{))|~")
+_LEFT_RIGHT = re.compile(r"\\(?:left|right|big|Big|bigg|Bigg)(?![a-zA-Z])\s*")
+_FRAC_KIND = re.compile(r"\\[dtc]frac(?![a-zA-Z])")
+_DEGREES = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|°|\\degree(?![a-zA-Z])|\^\s*\{\s*\\text\{\s*o\s*\}\s*\}")
+_PERCENT = re.compile(r"\\?%")
+_DOLLAR = re.compile(r"\\\$|^\$(?=\d)")
+_TEXT_CMD = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mbox|mathbf|operatorname)\s*\{([^{}]*)\}")
+_UNIT_WORDS = (
+    r"degrees?|deg|radians?|rad|cm|mm|km|m|meters?|metres?|inch(?:es)?|in|feet|foot|ft|yards?|miles?|mph|"
+    r"units?|square|sq|cubic|cents?|dollars?|euros?|hours?|hrs?|minutes?|mins?|seconds?|secs?|s|days?|weeks?|"
+    r"months?|years?|grams?|g|kg|pounds?|lbs?|ounces?|oz|liters?|litres?|l|ml|gallons?|people|persons?|"
+    r"students?|ways?|times|points?|percent|apples?|marbles?|books?|pages?|boxes?|coins?|pieces?|items?"
+)
+_TRAILING_UNIT = re.compile(
+    rf"(?<=[\d\}}\)])\s*(?:\\text\{{\s*(?:{_UNIT_WORDS})\s*\}}|\\mbox\{{\s*(?:{_UNIT_WORDS})\s*\}}|(?:{_UNIT_WORDS}))"
+    rf"(?:\s*\^\s*\{{?[23]\}}?)?\s*$",
+    re.IGNORECASE,
+)
+_TRAILING_PUNCT = re.compile(r"[\s.,;:]+$")  # not "!": it is a factorial
+_WS = re.compile(r"\s+")
+_THOUSANDS = re.compile(r"(?<![\d.])(\d{1,3})((?:,\d{3})+)(?![\d])")
+
+
+def unwrap(text: str) -> str:
+    """Remove math delimiters, markdown emphasis and trailing punctuation around an answer."""
+    s = unicodedata.normalize("NFKC", text).strip()
+    s = s.replace("\\dollar", "\\$")
+    for _ in range(3):
+        s = s.strip().strip("*").strip()
+        m = _DELIMS.match(s)
+        if m:
+            s = m.group(1)
+        s = _TRAILING_PUNCT.sub("", s)
+    return s.strip()
+
+
+def strip_decorations(s: str) -> str:
+    """Drop things that never change a final answer's value: spacing, sizing, units, degree/percent/currency signs."""
+    s = _SPACING.sub(" ", s)
+    s = _LEFT_RIGHT.sub("", s)
+    s = _FRAC_KIND.sub(r"\\frac", s)
+    s = _DEGREES.sub("", s)
+    s = _PERCENT.sub("", s)
+    s = _DOLLAR.sub("", s)
+    for _ in range(2):
+        s = _TRAILING_UNIT.sub("", s).strip()
+    s = _TRAILING_PUNCT.sub("", s)
+    return s.strip()
+
+
+def text_content(s: str) -> str | None:
+    """The words of a pure-text answer (``\\text{Evelyn}``, ``east``, ``(C)``), casefolded; None if it holds math."""
+    inner = _TEXT_CMD.sub(r"\1", s).strip()
+    inner = inner.strip("()[] ")
+    if re.fullmatch(r"[A-Za-z][A-Za-z\s'\-]*", inner) and (len(inner) > 1 or _TEXT_CMD.search(s) or s.strip() != inner):
+        return _WS.sub(" ", inner).casefold()
+    if re.fullmatch(r"[A-Za-z][A-Za-z\s'\-]{2,}", inner):
+        return _WS.sub(" ", inner).casefold()
+    return None
+
+
+def canonical(text: str) -> str:
+    """The spelling used for the exact/normalised string test."""
+    s = strip_decorations(unwrap(text))
+    s = _TEXT_CMD.sub(r"\1", s)
+    s = _THOUSANDS.sub(lambda m: m.group(1) + m.group(2).replace(",", ""), s)
+    s = re.sub(r"\\frac\s*(\d)\s*(\d)", r"\\frac{\1}{\2}", s)
+    s = re.sub(r"\\frac\s*\{([^{}]*)\}\s*(\d)", r"\\frac{\1}{\2}", s)
+    s = re.sub(r"\\sqrt\s*(\d)", r"\\sqrt{\1}", s)
+    s = re.sub(r"\^\s*(\w)", r"^{\1}", s)
+    s = s.replace("\\cdot", "*").replace("\\times", "*")
+    return _WS.sub("", s)
+
+
+_PLAIN_FUNCS = ("arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "sin", "cos", "tan", "cot", "sec", "csc",
+                "exp", "log", "ln")
+
+
+def _brace_call(s: str, name: str, latex: str) -> str:
+    """Rewrite ``name(...)`` as ``latex{...}`` with the parentheses matched (``sqrt(1/n)`` → ``\\sqrt{1/n}``)."""
+    out, i = [], 0
+    pattern = re.compile(rf"(?<![A-Za-z\\]){name}\s*\(")
+    while True:
+        m = pattern.search(s, i)
+        if not m:
+            out.append(s[i:])
+            return "".join(out)
+        depth, j = 1, m.end()
+        while j < len(s) and depth:
+            depth += {"(": 1, ")": -1}.get(s[j], 0)
+            j += 1
+        if depth:
+            out.append(s[i:])
+            return "".join(out)
+        out.append(s[i:m.start()] + latex + "{" + _brace_call(s[m.end():j - 1], name, latex) + "}")
+        i = j
+
+
+def plain_to_latex(s: str) -> str:
+    """Plain-text math (``-1+exp(16)``, ``pi/2``, ``sqrt(1/n)``, ``x**2``) into LaTeX the LaTeX parser reads.
+
+    Only used on text without backslashes; it rewrites names, never evaluates.
+    """
+    if "\\" in s:
+        return s
+    s = s.replace("**", "^").replace("√", "\\sqrt ").replace("π", "\\pi ").replace("∞", "\\infty ")
+    s = _brace_call(s, "sqrt", "\\sqrt")
+    for name in _PLAIN_FUNCS:
+        s = re.sub(rf"(?<![A-Za-z\\]){name}(?=\s*\()", rf"\\{name}", s)
+    s = re.sub(r"(?<![A-Za-z\\])(?:pi|Pi|PI)(?![A-Za-z])", r"\\pi ", s)
+    s = re.sub(r"(?<![A-Za-z\\])(?:infinity|inf|oo)(?![A-Za-z])", r"\\infty ", s)
+    s = re.sub(r"\^\s*\(([^()]*)\)", r"^{\1}", s)
+    s = re.sub(r"(?<=\d)\s*[eE]\s*([+-]?\d+)(?![\d.])", r"\\times 10^{\1}", s)
+    s = s.replace("*", " \\cdot ").replace(">=", "\\geq ").replace("<=", "\\leq ").replace("!=", "\\neq ")
+    return s
+
+
+_QUANT_PREFIX = re.compile(
+    r"^\s*(?:\\forall|∀|\\text\{\s*for\s+all\s*\}|for\s+all|for\s+every|\\text\{\s*for\s+every\s*\})\s*"
+    r"(?P<cond>[^,;]+?)\s*[,;:]\s*(?P<body>.+)$",
+    re.IGNORECASE | re.DOTALL,
+)
+_QUANT_SUFFIX = re.compile(
+    r"^(?P<body>.+?)\s*,?\s*(?:\\(?:q?quad|,|;)\s*)*(?:\\forall|∀|\\text\{\s*(?:for\s+all|for\s+every|for|if|when|where)\s*\}|"
+    r"\b(?:for\s+all|for\s+every|for|when|where)\b)\s*(?P<cond>.+)$",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def split_condition(answer: str) -> tuple[str, str | None]:
+    """Separate a quantifier or domain condition (``\\forall x>0, f(x)=0``, ``f(x)=0 for x>0``) from the answer.
+
+    The condition is part of the answer: two answers are equal only when their conditions are too.
+    """
+    m = _QUANT_PREFIX.match(answer) or _QUANT_SUFFIX.match(answer)
+    if not m:
+        return answer, None
+    return m.group("body").strip(), canonical(m.group("cond")).replace("\\in", "∈")

@@ -1,0 +1,194 @@
+"""The ``math`` verifier: extract the final answer, refuse hedging and judge-hacking, then run the cascade
+string → numeric → text → symbolic, cheapest first. ``details.method`` names the step that decided."""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+import sympy
+from pydantic import Field
+
+from verifiers.base import BaseOptions, Verifier
+from verifiers.math.extract import boxed_contents, clip_tail, extract, split_alternatives
+from verifiers.math.guards import TooLarge, check_size, hacking_reason
+from verifiers.math.normalize import canonical, split_condition, text_content, unwrap
+from verifiers.math.numeric import Number, numbers_equal, parse_number
+from verifiers.math.symbolic import ParseError, equivalent, is_multi_valued, parse_latex
+from verifiers.types import InvalidReference, Verdict
+
+_GSM_MARK = "####"
+
+
+class MathOptions(BaseOptions):
+    rel_tol: float = Field(
+        1e-6, ge=0, le=0.1,
+        description="Relative tolerance for answers written with decimals against values no decimal writes exactly "
+        "(1/3, pi/2). Exact forms are always compared exactly.",
+    )
+    tail_chars: int = Field(
+        10_000, ge=200, le=1_000_000, description="Responses longer than this are checked on their last N characters."
+    )
+    last_number_fallback: bool = Field(
+        True, description="When no other extraction method finds an answer, use the last number in the response."
+    )
+
+
+@dataclass(frozen=True)
+class Gold:
+    """A reference answer, parsed once (and cached: GRPO sends the same gold with every rollout of a group)."""
+
+    text: str
+    key: str  # canonical spelling
+    number: Number | None
+    words: str | None  # a pure-text answer ("Evelyn", "(C)")
+    expr: sympy.Basic | None
+    condition: str | None
+    too_large: bool = False
+
+    @property
+    def letter(self) -> bool:
+        return self.words is not None and len(self.words) == 1
+
+
+def _reference_texts(reference: Any) -> list[str]:
+    if isinstance(reference, bool) or reference is None:
+        raise InvalidReference("reference must be the gold answer: a string or a number")
+    if isinstance(reference, (int, float)):
+        if reference != reference or reference in (float("inf"), float("-inf")):
+            raise InvalidReference("reference is not a finite number")
+        return [repr(reference) if isinstance(reference, float) else str(reference)]
+    if isinstance(reference, str):
+        return [reference]
+    if isinstance(reference, list) and reference and all(isinstance(r, (str, int, float)) for r in reference):
+        return [t for r in reference for t in _reference_texts(r)]
+    raise InvalidReference("reference must be a string, a number or a non-empty list of acceptable answers")
+
+
+@functools.lru_cache(maxsize=4096)
+def parse_gold(reference: str) -> Gold:
+    """Read a gold answer; raises ``InvalidReference`` when it cannot be used (it must never reward)."""
+    text = reference.strip()
+    boxes = boxed_contents(text)
+    if boxes:
+        text = boxes[-1]
+    elif _GSM_MARK in text:
+        text = text.rsplit(_GSM_MARK, 1)[1]
+    text = unwrap(text)
+    body, condition = split_condition(text)
+    if not canonical(body):
+        raise InvalidReference("reference answer is empty")
+    number = parse_number(body)
+    words = None if number is not None else text_content(body)
+    expr = None
+    if number is not None:
+        expr = sympy.Rational(number.value.numerator, number.value.denominator)
+    elif words is None:
+        try:
+            expr = parse_latex(body)
+        except ParseError as exc:
+            raise InvalidReference(f"reference {reference[:80]!r} cannot be parsed: {exc}") from None
+    too_large = False
+    if expr is not None:
+        try:
+            check_size(expr)
+        except TooLarge:
+            too_large = True
+    return Gold(body, canonical(body), number, words, expr, condition, too_large)
+
+
+@dataclass
+class Decision:
+    equal: bool
+    method: str
+    hedged: bool = False
+    note: str = ""
+
+
+def compare(gold: Gold, answer: str, rel_tol: float) -> Decision:
+    """One extracted answer against the gold, cheapest test first."""
+    body, condition = split_condition(unwrap(answer))
+    if condition != gold.condition:
+        return Decision(False, "condition", note="the answer's quantifier/condition differs from the reference's")
+    if canonical(body) == gold.key:
+        return Decision(True, "string")
+    if gold.too_large:
+        raise InvalidReference("reference is too large to evaluate; only an identical answer could match")
+    number = parse_number(body)
+    if gold.number is not None and number is not None:
+        return Decision(numbers_equal(gold.number, number, rel_tol), "numeric")
+    if gold.words is not None:
+        said = text_content(body) or canonical(body).strip("()[]").casefold()
+        return Decision(said == gold.words, "text")
+    assert gold.expr is not None
+    try:
+        expr = (
+            sympy.Rational(number.value.numerator, number.value.denominator) if number is not None else parse_latex(body)
+        )
+    except ParseError as exc:
+        return Decision(False, "unparseable", note=str(exc))
+    if is_multi_valued(expr) and not is_multi_valued(gold.expr):
+        return Decision(False, "symbolic", hedged=True, note="the answer holds several different values")
+    try:
+        return Decision(equivalent(gold.expr, expr, rel_tol), "symbolic")
+    except TooLarge as exc:
+        return Decision(False, "size_guard", note=str(exc))
+
+
+class MathVerifier(Verifier):
+    name = "math"
+    version = "1"
+    description = (
+        "Final-answer math checking: extraction (boxed, 'answer is', ####, bold, $...$, bare LaTeX, plain text, "
+        "last number) and equivalence (string, exact numeric, symbolic with sympy); hedging is rejected."
+    )
+    Options = MathOptions
+
+    def check(self, response: str, reference: Any, options: MathOptions) -> Verdict:  # type: ignore[override]
+        golds = [parse_gold(t) for t in _reference_texts(reference)]
+        text, truncated = clip_tail(response or "", options.tail_chars)
+        details: dict[str, Any] = {"truncated_to_tail": options.tail_chars} if truncated else {}
+        found = extract(text, last_number=options.last_number_fallback, choice_letters=any(g.letter for g in golds))
+        if found is None:
+            hack = hacking_reason(text)
+            if hack and text.strip():
+                return Verdict.rejected(hack, method="guard", **details)
+            return Verdict.no_answer(hack or "no final answer found", **details)
+        answers = [part for a in found.answers for part in (split_alternatives(a) or [a])]
+        details.update(extracted=answers[0] if len(answers) == 1 else answers, extraction=found.method)
+        if all(not canonical(a) for a in found.answers):
+            return Verdict.no_answer("the final answer is empty", **details)
+        hack = next((r for a in answers if (r := hacking_reason(unwrap(a)))), None)
+        if hack and not any(canonical(a) == g.key for a in answers for g in golds):
+            return Verdict.rejected(hack, method="guard", **details)
+        return self._decide(golds, answers, options, details)
+
+    def _decide(self, golds: list[Gold], answers: list[str], options: MathOptions, details: dict[str, Any]) -> Verdict:
+        distinct = list(dict.fromkeys(canonical(a) for a in answers))
+        last: Decision | None = None
+        for gold in golds:
+            if len(distinct) > 1:
+                if gold.expr is not None and is_multi_valued(gold.expr):
+                    decision = compare(gold, ", ".join(answers), options.rel_tol)
+                else:
+                    each = [compare(gold, a, options.rel_tol) for a in answers]
+                    if not all(d.equal for d in each):
+                        return Verdict.rejected(
+                            f"several different final answers: {', '.join(distinct)[:200]}", method="hedging", **details
+                        )
+                    decision = each[-1]
+            else:
+                decision = compare(gold, answers[-1], options.rel_tol)
+            if decision.hedged:
+                return Verdict.rejected(decision.note, method="hedging", **details)
+            if decision.equal:
+                return Verdict.ok(1.0, "equivalent to the reference", method=decision.method, **details)
+            last = decision
+        assert last is not None
+        if last.method == "unparseable":
+            return Verdict.no_answer(f"the extracted answer could not be parsed: {last.note}", method=last.method, **details)
+        reason = last.note or "not equivalent to the reference"
+        return Verdict.ok(0.0, reason, method=last.method, **details)
+
+
+VERIFIERS: list[Verifier] = [MathVerifier()]
