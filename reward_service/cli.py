@@ -74,5 +74,10 @@ from reward_service.cli_audit import audit_app  # noqa: E402  (issue 9)
 app.add_typer(audit_app, name="audit")
 
 
+from reward_service.batch.command import score  # noqa: E402  (issue 10)
+
+app.command("score")(score)
+
+
 def main() -> None:
     app()

@@ -1,0 +1,1 @@
+"""Batch scoring of rollout files (``reward-service score``): resumable, embedded or against a server."""
