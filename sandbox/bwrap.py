@@ -401,7 +401,7 @@ class BwrapBackend:
         observed = Observed(
             exit_code=rep.get("exit_code"), signal=rep.get("signal"),  # type: ignore[arg-type]
             cpu_ms=float(rep.get("cpu_ms", 0.0)), max_rss_kb=int(rep.get("max_rss_kb", 0)),  # type: ignore[arg-type]
-            stderr=err, timed_out=timed_out, output_exceeded=truncated,
+            stderr=err, stdout_tail=out[-2000:], timed_out=timed_out, output_exceeded=truncated,
         )
         status, reason = classify(observed, limits)
         return RunResult(

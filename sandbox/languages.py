@@ -52,7 +52,7 @@ LANGUAGES: tuple[Language, ...] = (
     Language("javascript", "main.js", run=("node", "--max-old-space-size={mem}", "{src}"), tools=("node",),
              memory_rlimit="data", aliases=("js", "node", "nodejs")),
     Language("java", "Main.java", compile=("javac", "-J-Xmx512m", "-encoding", "UTF-8", "{src}"),
-             run=("java", "-Xmx{mem}m", "-Xss64m", "-XX:+UseSerialGC", "-cp", ".", "{main}"), tools=("javac", "java"),
+             run=("java", "-Xmx{heap}m", "-Xss64m", "-XX:+UseSerialGC", "-cp", ".", "{main}"), tools=("javac", "java"),
              memory_rlimit="data", source_pattern=r"^\s*public\s+(?:final\s+)?class\s+(\w+)"),
     Language("go", "main.go", compile=("go", "build", "-o", "main", "{src}"), run=("./main",), tools=("go",),
              memory_rlimit="data",
@@ -81,7 +81,8 @@ class ResolvedLanguage:
             if part in self.tools:
                 out.append(self.tools[part])
                 continue
-            out.append(part.format(python=sys.executable, src=src, mem=mem_mb, main=self.spec.main_name(code)))
+            out.append(part.format(python=sys.executable, src=src, mem=mem_mb, heap=max(16, mem_mb * 3 // 4),
+                                   main=self.spec.main_name(code)))
         return out
 
 

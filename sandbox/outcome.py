@@ -13,7 +13,8 @@ from sandbox.api import Limits, RunStatus
 # How out-of-memory looks from inside each runtime when the address-space/data rlimit refuses an allocation.
 _OOM = re.compile(
     r"MemoryError|std::bad_alloc|OutOfMemoryError|JavaScript heap out of memory|out of memory|"
-    r"memory allocation of \d+ bytes failed|Cannot allocate memory|failed to reserve memory"
+    r"memory allocation of \d+ bytes failed|Cannot allocate memory|failed to reserve memory|"
+    r"insufficient memory for the Java Runtime"
 )
 
 
@@ -24,6 +25,7 @@ class Observed:
     cpu_ms: float
     max_rss_kb: int
     stderr: str
+    stdout_tail: str = ""  # the JVM reports a failed heap reservation on stdout
     timed_out: bool = False
     output_exceeded: bool = False
 
@@ -37,7 +39,7 @@ def classify(o: Observed, limits: Limits) -> tuple[RunStatus, str]:
         return RunStatus.TIMEOUT, f"CPU-time limit of {limits.cpu_s:g}s reached"
     if o.exit_code == 0 and o.signal is None:
         return RunStatus.OK, ""
-    tail = o.stderr[-4000:]
+    tail = o.stderr[:2000] + o.stderr[-4000:] + o.stdout_tail[-2000:]
     near_cap = o.max_rss_kb >= limits.memory_mb * 1024 * 0.9
     if _OOM.search(tail) or (o.signal in (signal.SIGSEGV, signal.SIGABRT, signal.SIGKILL) and near_cap):
         return RunStatus.MEMORY_EXCEEDED, f"memory limit of {limits.memory_mb} MiB reached"
