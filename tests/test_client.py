@@ -1,0 +1,235 @@
+"""The thin client over real sockets: against the real service, and against a scripted server for retries."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from reward_client import (
+    AsyncRewardClient, RequestRejected, RetryPolicy, RewardClient, ServiceUnavailable, VerifyItem,
+)
+from reward_client.retry import parse_retry_after
+from tests.conftest import ROOT, LiveServer, free_port
+
+FAST = RetryPolicy(attempts=5, base_delay_s=0.05, max_delay_s=0.2)
+
+
+@contextlib.contextmanager
+def scripted_server() -> Iterator[str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "tests.scripted_app:app", "--port", str(port), "--log-level", "warning"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, "scripted server did not start"
+            time.sleep(0.05)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def scripted() -> Iterator[str]:
+    with scripted_server() as url:
+        yield url
+
+
+def script(url: str, answers: list[dict], max_items: int | None = None) -> None:
+    httpx.post(f"{url}/script", json={"answers": answers, "max_items": max_items}).raise_for_status()
+
+
+def calls(url: str) -> list[dict]:
+    return httpx.get(f"{url}/calls").json()
+
+
+# --- against the real service ---
+
+def test_verify_keeps_order_across_chunks_and_null_stays_null(server: LiveServer) -> None:
+    items = []
+    for i in range(23):
+        items.append(VerifyItem("exact_match", f"answer {i}", f"answer {i if i % 2 else i + 1}", id=f"r{i}"))
+    items.insert(5, VerifyItem("test_down", "x", id="down"))
+    items.insert(11, {"verifier": "regex", "response": "abc", "reference": "(unclosed", "id": "badref"})
+    with RewardClient(server.url, chunk_size=4) as client:
+        results = client.verify(items)
+    assert [r.id for r in results] == [i.id if isinstance(i, VerifyItem) else i["id"] for i in items]
+    by_id = {r.id: r for r in results}
+    assert (by_id["down"].score, by_id["down"].status, by_id["down"].scored) == (None, "unavailable", False)
+    assert (by_id["badref"].score, by_id["badref"].status) == (None, "invalid_reference")
+    for i in range(23):
+        assert by_id[f"r{i}"].score == (1.0 if i % 2 else 0.0)
+        assert by_id[f"r{i}"].status == "ok" and by_id[f"r{i}"].verifier == "exact_match"
+
+
+def test_bad_input_raises_with_the_servers_message_and_the_callers_index(server: LiveServer) -> None:
+    items = [VerifyItem("exact_match", "a", "a") for _ in range(7)] + [VerifyItem("no_such_verifier", "a", "a")]
+    with RewardClient(server.url, chunk_size=3) as client:
+        with pytest.raises(RequestRejected) as info:
+            client.verify(items)
+    assert info.value.status_code == 422
+    assert "no_such_verifier" in info.value.message
+    assert info.value.loc[:2] == ["items", 7]  # chunk 3, position 1 → the caller's item 7
+    assert "items[7]" in str(info.value)
+
+
+def test_async_client_concurrent_chunks_and_scores(server: LiveServer) -> None:
+    responses = [str(i) for i in range(40)]
+    references = [str(i if i % 3 else -i) for i in range(40)]
+
+    async def go() -> list:
+        async with AsyncRewardClient(server.url, chunk_size=6, max_concurrency=3) as client:
+            scores = await client.scores("exact_match", responses, references)
+            one = await client.verify_one("test_down", "x")
+            return [scores, one]
+
+    scores, one = asyncio.run(go())
+    assert scores == [1.0 if i % 3 or i == 0 else 0.0 for i in range(40)]
+    assert one.score is None and one.status == "unavailable"
+
+
+def test_bearer_token(tmp_path) -> None:
+    from tests.conftest import run_server
+
+    with run_server(tmp_path, {"REWARD_SERVICE_AUTH_TOKEN": "s3cret"}) as live:
+        with RewardClient(live.url, token="s3cret") as client:
+            assert client.verify_one("exact_match", "x", "x").score == 1.0
+        with RewardClient(live.url, token="wrong", retry=FAST) as client:
+            with pytest.raises(RequestRejected) as info:
+                client.verify_one("exact_match", "x", "x")
+        assert info.value.status_code == 401
+
+
+# --- retries, against the scripted server ---
+
+def test_retries_429_and_503_honouring_retry_after(scripted: str) -> None:
+    script(scripted, [{"status": 429, "retry_after": "1"}, {"status": 503, "retry_after": "1"},
+                      {"status": 429}])
+    started = time.monotonic()
+    with RewardClient(scripted, retry=FAST) as client:
+        result = client.verify_one("exact_match", "Paris", "paris")
+    assert result.score == 1.0
+    log = calls(scripted)
+    assert len(log) == 4
+    # The two answers carrying Retry-After: 1 were each followed by at least a second of quiet.
+    assert log[1]["t"] - log[0]["t"] >= 1.0 and log[2]["t"] - log[1]["t"] >= 1.0
+    assert time.monotonic() - started >= 2.0
+
+
+def test_retry_after_http_date_is_honoured(scripted: str) -> None:
+    date = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 2))
+    assert 0.5 < parse_retry_after(date) <= 2.0
+    script(scripted, [{"status": 503, "retry_after": date}])
+    with RewardClient(scripted, retry=FAST) as client:
+        assert client.verify_one("exact_match", "a", "a").score == 1.0
+    log = calls(scripted)
+    assert len(log) == 2 and log[1]["t"] - log[0]["t"] >= 0.5
+
+
+@pytest.mark.parametrize("status", [400, 401, 404, 422])
+def test_other_4xx_are_never_retried(scripted: str, status: int) -> None:
+    script(scripted, [{"status": status, "detail": f"scripted {status} problem"}] * 3)
+    with RewardClient(scripted, retry=FAST) as client:
+        with pytest.raises(RequestRejected) as info:
+            client.verify_one("exact_match", "a", "a")
+    assert info.value.status_code == status and info.value.message == f"scripted {status} problem"
+    assert len(calls(scripted)) == 1
+
+
+def test_gives_up_after_the_attempt_budget(scripted: str) -> None:
+    script(scripted, [{"status": 503}] * 10)
+    with RewardClient(scripted, retry=RetryPolicy(attempts=3, base_delay_s=0.01)) as client:
+        with pytest.raises(ServiceUnavailable) as info:
+            client.verify_one("exact_match", "a", "a")
+    assert info.value.attempts == 3 and info.value.status_code == 503
+    assert len(calls(scripted)) == 3
+
+
+def test_async_client_retries_too(scripted: str) -> None:
+    script(scripted, [{"status": 429, "retry_after": "1"}, {"status": 502}])
+
+    async def go() -> list:
+        async with AsyncRewardClient(scripted, retry=FAST) as client:
+            return await client.verify([VerifyItem("exact_match", "a", "a"), VerifyItem("exact_match", "a", "b")])
+
+    results = asyncio.run(go())
+    assert [r.score for r in results] == [1.0, 0.0]
+    log = calls(scripted)
+    assert len(log) == 3 and log[1]["t"] - log[0]["t"] >= 1.0
+
+
+def test_connection_refused_is_retried_then_named() -> None:
+    port = free_port()  # nothing listens here
+    with RewardClient(f"http://127.0.0.1:{port}", retry=RetryPolicy(attempts=3, base_delay_s=0.01)) as client:
+        with pytest.raises(ServiceUnavailable) as info:
+            client.verify_one("exact_match", "a", "a")
+    assert info.value.attempts == 3 and "ConnectError" in str(info.value)
+
+
+def test_connection_refused_then_server_comes_up(tmp_path) -> None:
+    """A trainer started before the service: the client keeps trying until the server answers."""
+    port = free_port()
+    proc = None
+
+    def start_later() -> None:
+        nonlocal proc
+        time.sleep(1.0)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "tests.scripted_app:app", "--port", str(port), "--log-level", "warning"],
+            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+
+    import threading
+
+    starter = threading.Thread(target=start_later)
+    starter.start()
+    try:
+        policy = RetryPolicy(attempts=40, base_delay_s=0.2, max_delay_s=0.5)
+        with RewardClient(f"http://127.0.0.1:{port}", retry=policy) as client:
+            assert client.verify_one("exact_match", "a", "a").score == 1.0
+    finally:
+        starter.join()
+        if proc is not None:
+            proc.terminate()
+            proc.wait(timeout=20)
+
+
+def test_batch_too_large_for_the_server_is_split_in_order(scripted: str) -> None:
+    script(scripted, [], max_items=5)
+    items = [VerifyItem("exact_match", str(i), str(i if i % 4 else "x"), id=str(i)) for i in range(23)]
+    with RewardClient(scripted, chunk_size=16, retry=FAST) as client:
+        results = client.verify(items)
+    assert [r.id for r in results] == [str(i) for i in range(23)]
+    assert [r.score for r in results] == [0.0 if i % 4 == 0 else 1.0 for i in range(23)]
+    assert max(c["n"] for c in calls(scripted)) == 16 and all(c["n"] <= 16 for c in calls(scripted))
+    assert sum(c["n"] for c in calls(scripted) if c["n"] <= 5) == 23
+
+
+def test_retry_delay_policy() -> None:
+    import random
+
+    policy = RetryPolicy(base_delay_s=0.5, max_delay_s=4.0)
+    rng = random.Random(7)
+    for attempt in range(1, 10):
+        d = policy.delay(attempt, rng=rng)
+        assert 0 <= d <= min(4.0, 0.5 * 2 ** (attempt - 1))
+    waits = {round(policy.delay(3, rng=rng), 6) for _ in range(20)}
+    assert len(waits) > 10  # jittered, so clients that failed together do not return together
+    assert all(policy.delay(1, retry_after=3.0, rng=rng) >= 3.0 for _ in range(20))
+    assert policy.delay(1, retry_after=10_000, rng=rng) <= policy.max_retry_after_s * 1.25
+    assert parse_retry_after("garbage") is None and parse_retry_after("2") == 2.0
