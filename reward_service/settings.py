@@ -12,6 +12,7 @@ from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from reward_service.sandbox_models import SandboxLimits, default_caps
+from verifiers.judges.config import BackendConfig as JudgeBackendConfig
 
 ENV_PREFIX = "REWARD_SERVICE_"
 
@@ -55,6 +56,21 @@ class Settings(BaseSettings):
     sandbox_compile_wall_s: float = Field(60.0, gt=0, description="Wall-clock budget of a compile step.")
     sandbox_max_input_chars: int = Field(4_000_000, ge=1, description="code + stdin + files of one run.")
     # --- judges (issue 7) ---
+    judge_base_url: str | None = Field(
+        None, description="Default judge backend ('default'): an OpenAI-compatible base URL ending in /v1.")
+    judge_model: str | None = Field(None, description="Model name sent to the default judge backend.")
+    judge_api_key: SecretStr | None = Field(None, description="API key of the default judge backend (never logged).")
+    judge_backends: dict[str, JudgeBackendConfig] = Field(
+        default_factory=dict, description="More named judge backends (kind 'openai' or 'transformers'), see README.")
+    judge_local_model: str | None = Field(None, description="A local transformers judge directory (backend 'local').")
+    judge_local_device: str = Field("auto", description="Device of the local judge: auto, cpu, cuda, cuda:N.")
+    judge_default_backend: str | None = Field(None, description="Backend used when a request names none.")
+    judge_max_concurrency: int = Field(16, ge=1, description="Judge calls in flight per backend.")
+    judge_timeout_s: float = Field(60.0, gt=0, description="Per-call timeout of a judge HTTP call.")
+    judge_max_retries: int = Field(3, ge=0, description="Retries on 429/5xx/connection errors (jittered backoff).")
+    judge_backoff_s: float = Field(0.5, ge=0, description="First retry delay; doubles per retry.")
+    judge_backoff_max_s: float = Field(20.0, ge=0, description="Longest retry delay (also caps Retry-After).")
+    judge_cache_size: int = Field(10_000, ge=0, description="Cached judge completions (0: no cache, no de-dup).")
     # --- reward models (issue 8) ---
     # --- calibration and audits (issue 9) ---
     calibration_db: str = Field(

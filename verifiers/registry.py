@@ -12,6 +12,7 @@ from verifiers.base import Verifier
 
 # Built-in verifier modules. Each module defines ``VERIFIERS: list[Verifier]``.
 BUILTIN_MODULES: tuple[str, ...] = (
+    "verifiers.judges",
     "verifiers.basic",
     "verifiers.math.verifier",
     "verifiers.ifeval",

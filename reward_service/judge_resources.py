@@ -1,0 +1,53 @@
+"""The ``judges`` resource: named judge backends built from settings, opened with the server and closed with it."""
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from reward_service.settings import Settings
+from verifiers.judges.backends import JudgeBackend
+from verifiers.judges.config import OpenAIBackendConfig, TransformersBackendConfig
+from verifiers.judges.registry import BackendDefaults, JudgeRegistry, build_backend
+
+log = logging.getLogger("reward_service.judges")
+
+
+def judge_configs(settings: Settings) -> dict[str, OpenAIBackendConfig | TransformersBackendConfig]:
+    """'default' from the REWARD_SERVICE_JUDGE_* variables, 'local' from judge_local_model, then the named ones."""
+    configs: dict[str, OpenAIBackendConfig | TransformersBackendConfig] = {}
+    if settings.judge_base_url:
+        if not settings.judge_model:
+            raise ValueError("REWARD_SERVICE_JUDGE_BASE_URL is set but REWARD_SERVICE_JUDGE_MODEL is not")
+        configs["default"] = OpenAIBackendConfig(
+            base_url=settings.judge_base_url, model=settings.judge_model, api_key=settings.judge_api_key)
+    if settings.judge_local_model:
+        configs["local"] = TransformersBackendConfig(
+            model_path=settings.judge_local_model, device=settings.judge_local_device)
+    configs.update(settings.judge_backends)
+    return configs
+
+
+def build_judges(settings: Settings) -> JudgeRegistry:
+    defaults = BackendDefaults(
+        max_concurrency=settings.judge_max_concurrency, timeout_s=settings.judge_timeout_s,
+        max_retries=settings.judge_max_retries, backoff_s=settings.judge_backoff_s,
+        backoff_max_s=settings.judge_backoff_max_s,
+    )
+    backends: dict[str, JudgeBackend] = {
+        name: build_backend(name, config, defaults) for name, config in judge_configs(settings).items()
+    }
+    return JudgeRegistry(backends, settings.judge_default_backend, settings.judge_cache_size)
+
+
+@asynccontextmanager
+async def open_judges(settings: Settings) -> AsyncIterator[dict[str, Any]]:
+    judges = build_judges(settings)
+    await judges.start()
+    log.info("judge backends: %s (default %s)", ", ".join(map(repr, judges.backends.values())) or "none",
+             judges.default)
+    try:
+        yield {"judges": judges}
+    finally:
+        await judges.aclose()

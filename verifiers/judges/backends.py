@@ -1,0 +1,333 @@
+"""Judge backends: an OpenAI-compatible chat-completions client and a local transformers model.
+
+Both expose ``async complete(messages, sampling) -> str``. Trouble is named: a backend that stays down (connection
+errors, timeouts, 429/5xx after retries, a refused key) raises ``VerifierUnavailable``; a reply the protocol does not
+allow raises ``JudgeError``. Neither can turn into a score.
+"""
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import logging
+import random
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
+
+import httpx
+
+from verifiers.types import VerifierUnavailable
+
+log = logging.getLogger("verifiers.judges")
+
+Messages = list[dict[str, str]]
+
+# Worth another try: rate limits, overload, gateway trouble, request timeouts.
+RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+# The backend is misconfigured (bad key, wrong model or path): no answer will come, whatever we send.
+REFUSED_STATUS = frozenset({401, 403, 404})
+
+
+class JudgeError(Exception):
+    """The judge answered, but not with something usable (bad request, malformed completion)."""
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Generation settings; ``sample`` tells k-vote samples apart (it is part of the cache key, not the request)."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_tokens: int = 512
+    seed: int | None = None
+    sample: int = 0
+
+    def as_key(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class JudgeBackend(Protocol):
+    name: str
+    model: str
+    ready: bool
+
+    async def start(self) -> None: ...
+
+    async def complete(self, messages: Messages, sampling: Sampling) -> str: ...
+
+    async def aclose(self) -> None: ...
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    """Seconds from a Retry-After header (delta-seconds or an HTTP date)."""
+    value = response.headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+class OpenAIChatBackend:
+    """POST {base_url}/chat/completions with pooled connections, a concurrency cap and jittered retries."""
+
+    kind = "openai"
+
+    def __init__(
+        self,
+        name: str,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        *,
+        max_concurrency: int = 16,
+        timeout_s: float = 60.0,
+        max_retries: int = 3,
+        backoff_s: float = 0.5,
+        backoff_max_s: float = 20.0,
+        json_mode: bool = False,
+    ) -> None:
+        self.name = name
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.backoff_max_s = backoff_max_s
+        self.json_mode = json_mode
+        self.ready = True
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.AsyncClient(
+            base_url=self.base_url,
+            headers=headers,
+            timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
+            limits=httpx.Limits(max_connections=max_concurrency, max_keepalive_connections=max_concurrency),
+        )
+        self._slots = asyncio.Semaphore(max_concurrency)
+
+    def __repr__(self) -> str:  # never shows the key
+        return f"OpenAIChatBackend(name={self.name!r}, base_url={self.base_url!r}, model={self.model!r})"
+
+    async def start(self) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    def _backoff(self, attempt: int) -> float:
+        ceiling = min(self.backoff_max_s, self.backoff_s * (2**attempt))
+        return ceiling * (0.5 + random.random() / 2)  # equal jitter: spread retries, keep a floor
+
+    def _payload(self, messages: Messages, sampling: Sampling) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "max_tokens": sampling.max_tokens,
+            "n": 1,
+        }
+        if sampling.seed is not None:
+            payload["seed"] = sampling.seed + sampling.sample
+        if self.json_mode:
+            payload["response_format"] = {"type": "json_object"}
+        return payload
+
+    async def complete(self, messages: Messages, sampling: Sampling) -> str:
+        payload = self._payload(messages, sampling)
+        last = "no attempt made"
+        for attempt in range(self.max_retries + 1):
+            wait = self._backoff(attempt)
+            try:
+                async with self._slots:
+                    response = await self._client.post("/chat/completions", json=payload)
+            except httpx.TimeoutException:
+                last = f"no reply within {self.timeout_s:g}s"
+            except httpx.TransportError as exc:
+                last = f"connection failed ({type(exc).__name__})"
+            else:
+                code = response.status_code
+                if code == 200:
+                    return self._content(response)
+                snippet = response.text[:200]
+                if code in REFUSED_STATUS:
+                    raise VerifierUnavailable(f"judge backend {self.name!r} refused the call: HTTP {code}: {snippet}")
+                if code not in RETRYABLE_STATUS:
+                    raise JudgeError(f"judge backend {self.name!r} rejected the request: HTTP {code}: {snippet}")
+                last = f"HTTP {code}"
+                hinted = _retry_after(response)
+                if hinted is not None:
+                    wait = min(hinted, self.backoff_max_s)
+            if attempt < self.max_retries:
+                log.warning("judge %s: %s; retry %d/%d in %.2fs", self.name, last, attempt + 1, self.max_retries, wait)
+                await asyncio.sleep(wait)
+        raise VerifierUnavailable(
+            f"judge backend {self.name!r} unavailable after {self.max_retries + 1} attempts: {last}"
+        )
+
+    def _content(self, response: httpx.Response) -> str:
+        try:
+            content = response.json()["choices"][0]["message"]["content"]
+        except (ValueError, KeyError, IndexError, TypeError):
+            raise JudgeError(
+                f"judge backend {self.name!r} sent a malformed completion: {response.text[:200]!r}"
+            ) from None
+        if not isinstance(content, str):
+            raise JudgeError(f"judge backend {self.name!r} sent a completion without text content")
+        return content
+
+
+@dataclass
+class _Pending:
+    messages: Messages
+    sampling: Sampling
+    future: asyncio.Future[str]
+
+
+class TransformersBackend:
+    """A local causal LM. Concurrent calls are gathered into left-padded batches; generation runs in a thread so
+    the event loop keeps serving while the model works."""
+
+    kind = "transformers"
+
+    def __init__(
+        self,
+        name: str,
+        model_path: str,
+        *,
+        device: str = "auto",
+        dtype: str = "auto",
+        max_batch_size: int = 8,
+        batch_wait_ms: float = 5.0,
+    ) -> None:
+        self.name = name
+        self.model = model_path
+        self.device_spec = device
+        self.dtype = dtype
+        self.max_batch_size = max_batch_size
+        self.batch_wait_s = batch_wait_ms / 1000.0
+        self.ready = False
+        self.failure: str | None = None
+        self.batches_run = 0
+        self._tokenizer: Any = None
+        self._model: Any = None
+        self._device: str = "cpu"
+        self._queue: asyncio.Queue[_Pending] | None = None
+        self._loaded: asyncio.Event | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        """Load in the background: /readyz waits on ``ready`` while the server already answers probes."""
+        self._queue = asyncio.Queue()
+        self._loaded = asyncio.Event()
+        self._tasks = [asyncio.create_task(self._load_then_serve(), name=f"judge-{self.name}")]
+
+    async def aclose(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._queue is not None:
+            while not self._queue.empty():
+                pending = self._queue.get_nowait()
+                if not pending.future.done():
+                    pending.future.set_exception(VerifierUnavailable(f"judge backend {self.name!r} shut down"))
+
+    async def _load_then_serve(self) -> None:
+        assert self._loaded is not None
+        try:
+            await asyncio.to_thread(self._load)
+        except Exception as exc:  # a broken model path must name itself, not crash the server
+            self.failure = f"{type(exc).__name__}: {str(exc)[:300]}"
+            log.error("judge backend %s: could not load %s: %s", self.name, self.model, self.failure)
+        finally:
+            self.ready = True
+            self._loaded.set()
+        if self.failure is None:
+            await self._serve()
+
+    def _load(self) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        device = self.device_spec
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        dtype: Any = "auto" if self.dtype == "auto" else getattr(torch, self.dtype)
+        tokenizer = AutoTokenizer.from_pretrained(self.model)
+        tokenizer.padding_side = "left"  # decoder-only: new tokens must follow the prompt directly
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        if tokenizer.chat_template is None:
+            raise ValueError(f"{self.model} has no chat template")
+        model = AutoModelForCausalLM.from_pretrained(self.model, dtype=dtype).to(device)
+        model.eval()
+        self._tokenizer, self._model, self._device = tokenizer, model, device
+
+    async def complete(self, messages: Messages, sampling: Sampling) -> str:
+        if self._loaded is None or self._queue is None:
+            raise VerifierUnavailable(f"judge backend {self.name!r} was not started")
+        await self._loaded.wait()
+        if self.failure is not None:
+            raise VerifierUnavailable(f"judge backend {self.name!r} could not load its model: {self.failure}")
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait(_Pending(messages, sampling, future))
+        return await future
+
+    async def _next_batch(self) -> list[_Pending]:
+        assert self._queue is not None
+        batch = [await self._queue.get()]
+        deadline = asyncio.get_running_loop().time() + self.batch_wait_s
+        while len(batch) < self.max_batch_size:
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0 and self._queue.empty():
+                break
+            try:
+                batch.append(await asyncio.wait_for(self._queue.get(), max(remaining, 0.0)))
+            except asyncio.TimeoutError:
+                break
+        return [p for p in batch if not p.future.done()]  # callers that gave up cost nothing
+
+    async def _serve(self) -> None:
+        while True:
+            batch = await self._next_batch()
+            groups: dict[tuple[Any, ...], list[_Pending]] = {}
+            for pending in batch:  # one generate() call needs one set of sampling settings
+                s = pending.sampling
+                groups.setdefault((s.temperature, s.top_p, s.max_tokens, s.seed), []).append(pending)
+            for group in groups.values():
+                try:
+                    texts = await asyncio.to_thread(self.generate, [p.messages for p in group], group[0].sampling)
+                except Exception as exc:
+                    error = JudgeError(f"local judge {self.name!r} failed to generate: {type(exc).__name__}: {exc}")
+                    for p in group:
+                        if not p.future.done():
+                            p.future.set_exception(error)
+                    continue
+                for p, text in zip(group, texts):
+                    if not p.future.done():
+                        p.future.set_result(text)
+
+    def generate(self, conversations: list[Messages], sampling: Sampling) -> list[str]:
+        """One left-padded batch through ``model.generate``; returns only the new text of each row."""
+        import torch
+
+        tok = self._tokenizer
+        prompts = [tok.apply_chat_template(m, tokenize=False, add_generation_prompt=True) for m in conversations]
+        enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(self._device)
+        kwargs: dict[str, Any] = {"max_new_tokens": sampling.max_tokens, "pad_token_id": tok.pad_token_id}
+        if sampling.temperature > 0:
+            kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p)
+            if sampling.seed is not None:
+                torch.manual_seed(sampling.seed + sampling.sample)
+        else:
+            kwargs.update(do_sample=False)
+        with torch.inference_mode():
+            out = self._model.generate(**enc, **kwargs)
+        self.batches_run += 1
+        return tok.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)

@@ -1,0 +1,190 @@
+"""Rule-based checks run before any judge call (field notes §3): answers that are empty, only filler that fools
+judges ("Thought process:", "Solution", ":"), markup or noise, hedged between several answers, or over-long are
+refused for free; text aimed at the judge is stripped (or refused) before the response is quoted."""
+from __future__ import annotations
+
+import re
+import unicodedata
+import zlib
+from dataclasses import dataclass, field
+
+# Phrases that carry no answer; a response made only of them (plus punctuation/markup) is a judge-hacking attempt.
+# Case-insensitive, matched as whole phrases. Kept general: openers, section headers, and the "master keys" of
+# "One Token to Fool LLM-as-a-Judge" in several languages.
+_FILLER = [
+    r"thought\s+process", r"thinking", r"reasoning(?:\s+process)?", r"let'?s\s+think(?:\s+about\s+(?:it|this))?",
+    r"let'?s\s+(?:solve|tackle|work\s+through|break\s+down|analy[sz]e|approach)\s+(?:this|the|it)"
+    r"(?:\s+(?:problem|question|task))?(?:\s+step[\s-]+by[\s-]+step)?",
+    r"let\s+me\s+(?:think|solve|work|check)(?:\s+(?:this|it)(?:\s+out)?)?(?:\s+step[\s-]+by[\s-]+step)?",
+    r"step[\s-]+by[\s-]+step", r"step\s*\d*", r"solution", r"answer", r"final\s+answer", r"the\s+answer\s+is",
+    r"explanation", r"therefore", r"thus", r"hence", r"okay", r"sure", r"certainly", r"of\s+course", r"hmm+",
+    r"alright", r"here(?:'s|\s+is)\s+(?:the|my)\s+(?:solution|answer|reasoning)",
+    r"i\s+(?:will|'ll)\s+solve\s+(?:this|it)", r"(?:the\s+)?answer\s+is\s+(?:correct|right)",
+    r"解答", r"答案", r"解析", r"解", r"思考过程", r"かいせつ", r"解説", r"答え", r"解決策", r"풀이", r"해설", r"solución",
+    r"respuesta", r"lösung", r"antwort", r"réponse",
+]
+_FILLER_RE = re.compile(r"(?<!\w)(?:" + "|".join(_FILLER) + r")(?!\w)", re.IGNORECASE)
+_MARKUP_RE = re.compile(r"<[^<>]{0,200}>|&[a-z]+;|&#\d+;|\\(?:boxed|text|mathrm|textbf)\s*\{\s*\}")
+_ZERO_WIDTH_RE = re.compile(r"[\u200b-\u200f\u2060-\u2064\ufeff\u00ad]")
+
+# Text that addresses the judge rather than the task.
+_INJECTION = [
+    r"(?:ignore|disregard|forget|override)\s+(?:all\s+|any\s+|the\s+|your\s+|these\s+|those\s+)*"
+    r"(?:previous\s+|prior\s+|above\s+|earlier\s+|preceding\s+|other\s+|grading\s+|original\s+)*"
+    r"(?:instructions?|rubric|rules|prompt|criteria|guidelines|reference(?:\s+answer)?|context)",
+    r"(?:answer|respond|reply|output)\s+(?:(?:with|only|just)\s+)*[\"'`]?(?:yes|correct|true|pass|met)(?![\w])",
+    r"(?:you\s+are|act\s+as|as)\s+(?:the|a|an)\s+(?:grader|judge|evaluator|reviewer|assessor)",
+    r"(?:to|dear|attention|note\s+(?:to|for))\s+(?:the\s+)?(?:grader|judge|evaluator|reviewer|ai\s+judge)",
+    r"(?:grade|score|rate|mark|judge|evaluate)\s+(?:this|the|my)\s+(?:response|answer|solution|output)\s+"
+    r"(?:as\s+)?(?:correct|right|10|full|perfect|highly|a\s+pass|met)",
+    r"(?:this|the|my)\s+(?:response|answer|solution)\s+(?:is|must\s+be|should\s+be)\s+"
+    r"(?:graded|marked|scored|judged|considered)\s+(?:as\s+)?(?:correct|right|a\s+pass)",
+    r"\"(?:verdict|winner|met|criteria|score)\"\s*:",
+    r"<\|?/?(?:im_start|im_end|system|assistant|user|endoftext|eot_id|start_header_id)\|?>",
+    r"(?:new|updated|system)\s+(?:instructions?|prompt)\s*:",
+]
+_INJECTION_RE = re.compile("|".join(f"(?:{p})" for p in _INJECTION), re.IGNORECASE)
+_SENTENCE_RE = re.compile(r"[^.!?\n]*(?:[.!?]+|\n|$)")
+
+# Final-answer statements, for hedging checks.
+_ANSWER_IS_RE = re.compile(
+    r"(?:final\s+answer|the\s+answer|answer)\s*(?:is|:|=)\s*[:\s]*\**\s*([^\n]{1,80}?)\s*\**\s*(?:[.\n]|$)",
+    re.IGNORECASE,
+)
+_HEDGE_OR_RE = re.compile(r"^(?:either\s+)?(\S{1,24}?)\s*,?\s+or\s+(\S{1,24}?)$", re.IGNORECASE)
+
+
+@dataclass
+class GuardResult:
+    """What the guards decided: ``refusal`` set means reject with no call; ``text`` is what the judge will see."""
+
+    text: str
+    refusal: str | None = None
+    code: str | None = None
+    notes: dict[str, object] = field(default_factory=dict)
+
+
+def boxed_answers(text: str) -> list[str]:
+    """Contents of every \\boxed{...}, with nested braces."""
+    found = []
+    for match in re.finditer(r"\\(?:boxed|fbox)\s*\{", text):
+        depth, i = 1, match.end()
+        while i < len(text) and depth:
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        if depth == 0:
+            found.append(text[match.end(): i - 1])
+    return found
+
+
+def _norm_answer(text: str) -> str:
+    return re.sub(r"[\s$*`]|\\[,;!]|\\text\{|\}$", "", text).rstrip(".").lower()
+
+
+def final_answers(text: str) -> list[str]:
+    """Distinct final answers the response commits to: every \\boxed{}, else every "final answer: ...", else the
+    last "the answer is ..." (earlier ones may be self-corrected reasoning, not hedging)."""
+    stated = [b for b in boxed_answers(text) if b.strip()]
+    if not stated:
+        statements = list(_ANSWER_IS_RE.finditer(text))
+        finals = [m.group(1) for m in statements if m.group(0).lower().startswith("final")]
+        stated = finals or [m.group(1) for m in statements[-1:]]
+    seen: dict[str, str] = {}
+    for answer in stated:
+        seen.setdefault(_norm_answer(answer), answer.strip())
+    return [v for k, v in seen.items() if k]
+
+
+def hedged(text: str) -> list[str] | None:
+    """The competing answers when the response commits to more than one, else None."""
+    answers = final_answers(text)
+    if len(answers) > 1:
+        return answers
+    if answers:
+        m = _HEDGE_OR_RE.match(answers[0].strip(" .*$"))
+        if m and all(re.search(r"\d|^[A-Za-z]\)?$|^\(?[A-Z]\)?$", part) for part in m.groups()):
+            return list(m.groups())
+    return None
+
+
+def strip_injection(text: str) -> tuple[str, list[str]]:
+    """Drop each sentence holding text aimed at the judge; return the rest and what was dropped."""
+    dropped: list[str] = []
+
+    def drop(match: re.Match[str]) -> str:
+        sentence = match.group(0)
+        if _INJECTION_RE.search(sentence):
+            dropped.append(sentence.strip()[:200])
+            return "\n" if sentence.endswith("\n") else " "
+        return sentence
+
+    cleaned = _SENTENCE_RE.sub(drop, text)
+    return (cleaned.strip() if dropped else text), dropped
+
+
+def _content_left(text: str) -> str:
+    """Letters and digits left once markup, filler phrases and everything else are removed."""
+    text = _FILLER_RE.sub(" ", _MARKUP_RE.sub(" ", _ZERO_WIDTH_RE.sub("", text)))
+    return "".join(ch for ch in text if unicodedata.category(ch)[0] in "LN")
+
+
+def _noise(text: str) -> str | None:
+    """Gibberish tests that hold across languages: degenerate repetition, symbol soup, vowel-less Latin words."""
+    compact = text.strip()
+    if len(compact) >= 200 and len(zlib.compress(compact.encode())) / len(compact.encode()) < 0.08:
+        return "degenerate repetition"
+    visible = [ch for ch in compact if not ch.isspace()]
+    if len(visible) >= 24:
+        alnum = sum(unicodedata.category(ch)[0] in "LN" for ch in visible)
+        if alnum / len(visible) < 0.25:
+            return "mostly symbols"
+    words = re.findall(r"\b[a-zA-Z]{4,}\b", compact)
+    if len(words) >= 8 and sum(bool(re.search(r"[aeiouyAEIOUY]", w)) for w in words) / len(words) < 0.5:
+        return "random letters"
+    return None
+
+
+def check_response(
+    text: str,
+    *,
+    max_chars: int,
+    injection: str = "strip",
+    check_hedging: bool = True,
+    require_final_answer: bool = False,
+) -> GuardResult:
+    """Run every guard; ``injection`` is "strip" (drop judge-directed sentences), "reject", or "keep"."""
+    if len(text) > max_chars:
+        return GuardResult(text, f"response has {len(text)} characters, over the judge limit of {max_chars}",
+                           "too_long")
+    notes: dict[str, object] = {}
+    if injection != "keep":
+        cleaned, dropped = strip_injection(text)
+        if dropped:
+            notes["injection"] = dropped
+            if injection == "reject":
+                return GuardResult(text, "response addresses the judge (prompt injection)", "injection", notes)
+            text = cleaned
+    if not _ZERO_WIDTH_RE.sub("", text).strip():
+        if notes:
+            return GuardResult(text, "response is only text aimed at the judge", "injection_only", notes)
+        return GuardResult(text, "empty response", "empty", notes)
+    if not _content_left(text):
+        stripped = _ZERO_WIDTH_RE.sub("", text)
+        if _FILLER_RE.search(stripped):
+            code, why = "hacking_only", "response is only filler phrases that carry no answer"
+        elif _MARKUP_RE.search(stripped):
+            code, why = "markup_only", "response is only markup"
+        else:
+            code, why = "near_empty", "response holds no letters or digits"
+        return GuardResult(text, why, code, notes)
+    noise = _noise(text)
+    if noise:
+        return GuardResult(text, f"response looks like noise ({noise})", "gibberish", notes)
+    if check_hedging:
+        competing = hedged(text)
+        if competing:
+            return GuardResult(text, f"response hedges between several final answers: {competing[:5]}", "hedged",
+                               {**notes, "answers": competing[:5]})
+    if require_final_answer and not final_answers(text):
+        return GuardResult(text, "no final answer stated (\\boxed{} or 'the answer is')", "no_final_answer", notes)
+    return GuardResult(text, None, None, notes)
