@@ -30,11 +30,7 @@ def main(modules: list[str]) -> None:
     registry = load_modules(modules)
     _limit_memory()
     write_frame(proto_out, ("ready", registry.names()))
-    while True:
-        request = read_frame(proto_in)
-        if request is None:
-            return
-        name, response, reference, options = request
+    def check_one(name: str, response: str, reference: object, options: dict) -> dict:
         try:
             verifier = registry.get(name)
             verdict = verifier.check(response, reference, verifier.parse_options(options))
@@ -47,7 +43,16 @@ def main(modules: list[str]) -> None:
         except Exception as exc:  # a verifier bug must become a named error, not a dead worker
             traceback.print_exc(file=sys.stderr)
             verdict = Verdict.error(f"verifier raised {type(exc).__name__}: {str(exc)[:300]}")
-        write_frame(proto_out, verdict.to_dict())
+        return verdict.to_dict()
+
+    # Each request is a chunk of jobs; one result frame goes out as soon as each job is done, so the pool can time
+    # every job separately and kill the worker on the one that overruns.
+    while True:
+        chunk = read_frame(proto_in)
+        if chunk is None:
+            return
+        for job in chunk:
+            write_frame(proto_out, check_one(*job))
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from typing import Any
 from verifiers.base import BaseOptions, Verifier
 from verifiers.calibration.apply import postprocess, wants_postprocess
 from verifiers.context import Context
-from verifiers.pool import WorkerPool
+from verifiers.pool import Job, WorkerPool
 from verifiers.registry import Registry
 from verifiers.types import InvalidReference, Verdict, VerifierUnavailable, VerifyItem
 
@@ -65,15 +65,47 @@ class Engine:
         prepared = item if isinstance(item, Prepared) else self.prepare(item)
         started = time.perf_counter()
         verdict = await self._run(prepared)
-        if wants_postprocess(prepared.options):  # appeal / noise correction (issue 9), on the raw verdict
-            verdict = await postprocess(self, prepared, verdict)
         verdict.elapsed_ms = (time.perf_counter() - started) * 1000.0
+        return await self._finish(prepared, verdict)
+
+    async def _finish(self, prepared: Prepared, verdict: Verdict) -> Verdict:
+        if wants_postprocess(prepared.options):  # appeal / noise correction (issue 9), on the raw verdict
+            started = time.perf_counter()
+            raw_elapsed = verdict.elapsed_ms
+            verdict = await postprocess(self, prepared, verdict)
+            verdict.elapsed_ms = raw_elapsed + (time.perf_counter() - started) * 1000.0
         if self.on_result is not None:
             self.on_result(prepared.verifier.name, verdict)
         return verdict
 
     async def verify_many(self, items: Sequence[VerifyItem | Prepared]) -> list[Verdict]:
-        return list(await asyncio.gather(*(self.verify(item) for item in items)))
+        """Process-mode items go to the pool as one batch (chunked per worker); the rest run concurrently."""
+        prepared = [i if isinstance(i, Prepared) else self.prepare(i) for i in items]
+        pooled = [i for i, p in enumerate(prepared) if self.pool is not None and p.verifier.execution == "process"]
+        if len(pooled) < 2:
+            return list(await asyncio.gather(*(self.verify(p) for p in prepared)))
+        pooled_set = set(pooled)
+        rest = [i for i in range(len(prepared)) if i not in pooled_set]
+        assert self.pool is not None
+        jobs = [
+            Job(prepared[i].verifier.name, prepared[i].item.response, prepared[i].item.reference,
+                self._wire_options(prepared[i]), self.timeout_for(prepared[i]))
+            for i in pooled
+        ]
+        pooled_verdicts, rest_verdicts = await asyncio.gather(
+            self.pool.run_batch(jobs), asyncio.gather(*(self.verify(prepared[i]) for i in rest))
+        )
+        out: list[Verdict | None] = [None] * len(prepared)
+        finished = await asyncio.gather(*(self._finish(prepared[i], v) for i, v in zip(pooled, pooled_verdicts)))
+        for i, v in zip(pooled, finished):
+            out[i] = v
+        for i, v in zip(rest, rest_verdicts):
+            out[i] = v
+        return [v for v in out if v is not None]
+
+    @staticmethod
+    def _wire_options(p: Prepared) -> dict[str, Any]:
+        return p.options.model_dump(mode="json", exclude_unset=True, by_alias=True)
 
     async def _run(self, p: Prepared) -> Verdict:
         timeout = self.timeout_for(p)
@@ -81,8 +113,9 @@ class Engine:
         try:
             if verifier.execution == "process":
                 if self.pool is not None:
-                    options = p.options.model_dump(mode="json", exclude_unset=True, by_alias=True)
-                    return await self.pool.run(verifier.name, p.item.response, p.item.reference, options, timeout)
+                    return await self.pool.run(
+                        verifier.name, p.item.response, p.item.reference, self._wire_options(p), timeout
+                    )
                 # No pool (library use): run in a thread; the deadline is then soft (the thread cannot be killed).
                 coro = asyncio.to_thread(verifier.check, p.item.response, p.item.reference, p.options)
             else:

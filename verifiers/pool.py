@@ -11,6 +11,7 @@ import logging
 import os
 import pickle
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,6 +48,15 @@ class _Worker:
 
 
 @dataclass
+class Job:
+    name: str
+    response: str
+    reference: Any
+    options: dict[str, Any]
+    timeout_s: float
+
+
+@dataclass
 class PoolStats:
     size: int
     busy: int = 0
@@ -65,11 +75,13 @@ class WorkerPool:
         memory_mb: int = 0,
         start_timeout_s: float = 120.0,
         env: dict[str, str] | None = None,
+        max_chunk: int = 32,
     ) -> None:
         self.size = max(1, size)
         self.modules = list(modules)
         self.memory_mb = memory_mb
         self.start_timeout_s = start_timeout_s
+        self.max_chunk = max_chunk
         self.env = dict(env or {})  # worker-side configuration, e.g. configured tokenizers
         self._idle: asyncio.Queue[_Worker] = asyncio.Queue()
         self._all: set[_Worker] = set()
@@ -138,31 +150,62 @@ class WorkerPool:
             return
 
     async def run(self, name: str, response: str, reference: Any, options: dict[str, Any], timeout_s: float) -> Verdict:
+        return (await self.run_batch([Job(name, response, reference, options, timeout_s)]))[0]
+
+    async def run_batch(self, jobs: Sequence[Job]) -> list[Verdict]:
+        """Run jobs in chunks (one pipe round trip per chunk, not per job), each job under its own deadline."""
+        results: list[Verdict | None] = [None] * len(jobs)
         if self._closed:
-            return Verdict.unavailable("worker pool is shut down")
-        self._stats.waiting += 1
-        try:
-            worker = await self._idle.get()
-        finally:
-            self._stats.waiting -= 1
-        self._stats.busy += 1
-        healthy = False
-        try:
-            await worker.send((name, response, reference, options))
-            result = await asyncio.wait_for(worker.recv(), timeout_s)
-            healthy = True
-            return Verdict.from_dict(result)
-        except asyncio.TimeoutError:
-            return Verdict.timeout(f"check exceeded its {timeout_s:g}s deadline; its worker was killed")
-        except (asyncio.IncompleteReadError, BrokenPipeError, ConnectionResetError):
-            code = worker.proc.returncode
-            return Verdict.error(f"verifier worker died during the check (exit code {code})")
-        finally:
-            self._stats.busy -= 1
-            if healthy:
-                self._idle.put_nowait(worker)
-            else:
-                self._replace_later(worker)
+            return [Verdict.unavailable("worker pool is shut down") for _ in jobs]
+        # Enough chunks to keep every worker busy and balance uneven costs; small enough to amortise the IPC.
+        size = max(1, min(self.max_chunk, -(-len(jobs) // (self.size * 4))))
+        indices = list(range(len(jobs)))
+        chunks = [indices[i : i + size] for i in range(0, len(indices), size)]
+        await asyncio.gather(*(self._run_chunk(jobs, chunk, results) for chunk in chunks))
+        return [r if r is not None else Verdict.error("job lost in the worker pool") for r in results]
+
+    async def _run_chunk(self, jobs: Sequence[Job], chunk: list[int], results: list[Verdict | None]) -> None:
+        while chunk:
+            self._stats.waiting += 1
+            try:
+                worker = await self._idle.get()
+            finally:
+                self._stats.waiting -= 1
+            self._stats.busy += 1
+            done = 0
+            healthy = False
+            try:
+                await worker.send([(jobs[i].name, jobs[i].response, jobs[i].reference, jobs[i].options) for i in chunk])
+                started = time.perf_counter()
+                for i in chunk:
+                    job = jobs[i]
+                    try:
+                        payload = await asyncio.wait_for(worker.recv(), job.timeout_s)
+                    except asyncio.TimeoutError:
+                        results[i] = Verdict.timeout(
+                            f"check exceeded its {job.timeout_s:g}s deadline; its worker was killed"
+                        )
+                        done += 1
+                        break
+                    verdict = Verdict.from_dict(payload)
+                    now = time.perf_counter()
+                    verdict.elapsed_ms = (now - started) * 1000.0
+                    started = now
+                    results[i] = verdict
+                    done += 1
+                else:
+                    healthy = True
+            except (asyncio.IncompleteReadError, BrokenPipeError, ConnectionResetError):
+                code = worker.proc.returncode
+                results[chunk[done]] = Verdict.error(f"verifier worker died during the check (exit code {code})")
+                done += 1
+            finally:
+                self._stats.busy -= 1
+                if healthy:
+                    self._idle.put_nowait(worker)
+                else:
+                    self._replace_later(worker)
+            chunk = chunk[done:]  # after a kill, the rest of the chunk goes to another worker
 
     async def close(self) -> None:
         self._closed = True
