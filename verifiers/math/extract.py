@@ -83,14 +83,20 @@ def boxed_contents(text: str) -> list[str]:
 
 
 def _cut_phrase(x: str) -> str:
-    """The answer part of the text after an "answer is" phrase: its first math span, else the first sentence."""
+    """The answer part of the text after an "answer is" phrase: its math spans (joined when only "or"/"and"/commas
+    stand between them, so a hedge stays visible), else the first sentence."""
     x = x.strip()
-    for pattern in (_DISPLAY, _INLINE):
-        m = pattern.match(x)
-        if m:
-            return m.group("a") or m.group("b") or ""
     if x.startswith("\\boxed"):
         return x
+    spans = list(_INLINE.finditer(x)) or list(_DISPLAY.finditer(x))
+    if spans and spans[0].start() == 0:
+        joined = [spans[0].group("a") or spans[0].group("b") or ""]
+        for prev, m in zip(spans, spans[1:]):
+            between = x[prev.end():m.start()]
+            if not re.fullmatch(r"\s*(?:,|;|or|and|,\s*or|,\s*and)\s*", between, re.IGNORECASE):
+                break
+            joined.append(between.strip() + " " + (m.group("a") or m.group("b") or ""))
+        return " ".join(joined)
     cut = _SENTENCE_END.split(x, maxsplit=1)[0]
     return cut.strip()
 
@@ -131,11 +137,11 @@ def extract(text: str, *, last_number: bool = True, choice_letters: bool = False
     displays = list(_DISPLAY.finditer(last_par))
     if displays:
         m = displays[-1]
-        return Extraction([m.group("a") or m.group("b")], "display_math")
+        return Extraction([(m.group("a") or m.group("b")).strip()], "display_math")
     inlines = list(_INLINE.finditer(last_par))
     if inlines:
         m = inlines[-1]
-        return Extraction([m.group("a") or m.group("b")], "inline_math")
+        return Extraction([(m.group("a") or m.group("b")).strip()], "inline_math")
     lines = [ln.strip() for ln in section.strip().splitlines() if ln.strip()]
     last_line = lines[-1] if lines else ""
     if last_line and len(last_line) <= 300 and _LATEX_CMD.search(last_line):

@@ -49,6 +49,7 @@ def unwrap(text: str) -> str:
 
 def strip_decorations(s: str) -> str:
     """Drop things that never change a final answer's value: spacing, sizing, units, degree/percent/currency signs."""
+    s = s.replace("\\!", "").replace("{,}", ",")
     s = _SPACING.sub(" ", s)
     s = _LEFT_RIGHT.sub("", s)
     s = _FRAC_KIND.sub(r"\\frac", s)
@@ -65,6 +66,8 @@ def text_content(s: str) -> str | None:
     """The words of a pure-text answer (``\\text{Evelyn}``, ``east``, ``(C)``), casefolded; None if it holds math."""
     inner = _TEXT_CMD.sub(r"\1", s).strip()
     inner = inner.strip("()[] ")
+    if re.fullmatch(r"[A-J]", inner):  # a multiple-choice letter
+        return inner.casefold()
     if re.fullmatch(r"[A-Za-z][A-Za-z\s'\-]*", inner) and (len(inner) > 1 or _TEXT_CMD.search(s) or s.strip() != inner):
         return _WS.sub(" ", inner).casefold()
     if re.fullmatch(r"[A-Za-z][A-Za-z\s'\-]{2,}", inner):

@@ -82,7 +82,7 @@ def parse_gold(reference: str) -> Gold:
     words = None if number is not None else text_content(body)
     expr = None
     if number is not None:
-        expr = sympy.Rational(number.value.numerator, number.value.denominator)
+        expr = _number_expr(number)
     elif words is None:
         try:
             expr = parse_latex(body)
@@ -95,6 +95,14 @@ def parse_gold(reference: str) -> Gold:
         except TooLarge:
             too_large = True
     return Gold(body, canonical(body), number, words, expr, condition, too_large)
+
+
+def _number_expr(number: Number) -> sympy.Basic:
+    """A number for the symbolic path; a decimal stays a Float so ``rel_tol`` applies to it as written."""
+    value = number.value
+    if number.decimal:
+        return sympy.Float(sympy.Rational(value.numerator, value.denominator), 40)
+    return sympy.Rational(value.numerator, value.denominator)
 
 
 @dataclass
@@ -122,9 +130,7 @@ def compare(gold: Gold, answer: str, rel_tol: float) -> Decision:
         return Decision(said == gold.words, "text")
     assert gold.expr is not None
     try:
-        expr = (
-            sympy.Rational(number.value.numerator, number.value.denominator) if number is not None else parse_latex(body)
-        )
+        expr = _number_expr(number) if number is not None else parse_latex(body)
     except ParseError as exc:
         return Decision(False, "unparseable", note=str(exc))
     if is_multi_valued(expr) and not is_multi_valued(gold.expr):
