@@ -39,7 +39,7 @@ def parse_reference(reference: Any) -> list[Bound]:
 def follow_list(response: str, bound: list[Bound], mode: str) -> list[bool]:
     """One verdict per instruction; a blank (variant of the) response follows nothing, as in the reference."""
     variants = loose_variants(response) if mode == "loose" else [response]
-    variants = [v for v in variants if v.strip()]
+    variants = [v for v in dict.fromkeys(variants) if v.strip()]  # without "*" often equals the original
     return [any(b.followed(v) for v in variants) for b in bound]
 
 
@@ -52,6 +52,7 @@ class IfEval(Verifier):
     )
     Options = IfEvalOptions
     binary = False
+    default_timeout_s = 30.0  # a worker's first language check loads langdetect's profiles (1-2 s)
 
     def check(self, response: str, reference: Any, options: IfEvalOptions) -> Verdict:  # type: ignore[override]
         bound = parse_reference(reference)
