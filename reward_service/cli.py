@@ -79,5 +79,10 @@ from reward_service.batch.command import score  # noqa: E402  (issue 10)
 app.command("score")(score)
 
 
+from reward_service.prm_eval import prm_eval  # noqa: E402  (issue 8)
+
+app.command("prm-eval")(prm_eval)
+
+
 def main() -> None:
     app()

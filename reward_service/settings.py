@@ -12,6 +12,7 @@ from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from reward_service.sandbox_models import SandboxLimits, default_caps
+from verifiers.reward_models.spec import ModelSpec
 from verifiers.judges.config import BackendConfig as JudgeBackendConfig
 
 ENV_PREFIX = "REWARD_SERVICE_"
@@ -72,6 +73,9 @@ class Settings(BaseSettings):
     judge_backoff_max_s: float = Field(20.0, ge=0, description="Longest retry delay (also caps Retry-After).")
     judge_cache_size: int = Field(10_000, ge=0, description="Cached judge completions (0: no cache, no de-dup).")
     # --- reward models (issue 8) ---
+    reward_models: list[ModelSpec] = Field(
+        default_factory=list, description="Process/outcome reward models to load at start-up (see README)."
+    )
     # --- calibration and audits (issue 9) ---
     calibration_db: str = Field(
         "~/.local/state/reward-service/calibration.sqlite3",

@@ -14,6 +14,7 @@ from verifiers.base import Verifier
 BUILTIN_MODULES: tuple[str, ...] = (
     "verifiers.judges",
     "verifiers.basic",
+    "verifiers.reward_models.verifiers",
     "verifiers.math.verifier",
     "verifiers.ifeval",
     "verifiers.shaping",

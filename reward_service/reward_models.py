@@ -1,0 +1,25 @@
+"""Resource factory for the configured reward models (``models``); loads them in the background at start-up."""
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from reward_service.settings import Settings
+
+
+@asynccontextmanager
+async def open_reward_models(settings: Settings) -> AsyncIterator[dict[str, Any]]:
+    """Yields ``{"models": ModelHub}`` at once; the hub's ``ready`` gates /readyz until every model is warm.
+    With no model configured it yields nothing, so torch is never imported."""
+    if not settings.reward_models:
+        yield {}
+        return
+    from verifiers.reward_models.hub import ModelHub
+
+    hub = ModelHub(settings.reward_models)
+    hub.start()
+    try:
+        yield {"models": hub}
+    finally:
+        await hub.close()
