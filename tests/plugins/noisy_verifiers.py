@@ -70,4 +70,14 @@ class Graded(Verifier):
         return Verdict.ok(0.5, "half")
 
 
-VERIFIERS: list[Verifier] = [NoisyVerifier(), OracleJudge(), Graded()]
+class Contains(Verifier):
+    name = "test_contains"
+    description = "A deliberately naive verifier: passes when the reference text appears anywhere in the response."
+
+    def check(self, response: str, reference: Any, options: BaseOptions) -> Verdict:
+        if not response.strip():
+            return Verdict.no_answer()
+        return Verdict.ok(float(str(reference) in response), "substring check")
+
+
+VERIFIERS: list[Verifier] = [NoisyVerifier(), OracleJudge(), Graded(), Contains()]
