@@ -248,3 +248,13 @@ def test_language_detection_is_deterministic() -> None:
     text = "ok ok ok fine"  # short, ambiguous text: unseeded langdetect flips between answers
     assert len({detect_language(text) for _ in range(20)}) == 1
     assert detect_language("1234 !!!") is None
+
+
+@pytest.mark.parametrize(("text", "n"), [
+    ("IT’S *BOLD*", 3),  # curly apostrophe and asterisks are split off: IT, S, BOLD
+    ("WE CANNOT.", 3),  # cannot -> can + not
+    ("PLAYERS' GAME", 2),
+    ("WE'LL SEE", 3),
+])
+def test_capital_words_follow_nltk_tokenization(text: str, n: int) -> None:
+    assert count_capital_words(text) == n

@@ -216,27 +216,25 @@ def count_sentences(text: str) -> int:
 
 # --- word tokens for capital-word counting -----------------------------------------------------------------------
 
-_SPLIT_PUNCT = re.compile(r"""(\.\.\.|--|[;@#$%&?!()\[\]{}<>"“”«»‘`]|[:,](?!\d))""")
-_CONTRACTION = re.compile(r"(?i)^(.+?)(n't|'s|'m|'d|'ll|'re|'ve|')$")
-_FUSED = re.compile(r"(?i)^(can)(not)$|^(gon)(na)$|^(got)(ta)$|^(wan)(na)$|^(gim)(me)$|^(lem)(me)$")
+_SPLIT_PUNCT = re.compile(r"""(\.{2,}|--|[«“‘„`»”’";@#$%&\u2012-\u2015?!*()\[\]{}<>]|[:,](?!\d))""")
+_CONTRACTION = re.compile(r"^(.*[^'])('[sSmMdD]|'ll|'LL|'re|'RE|'ve|'VE|n't|N'T|')$")
+_FUSED = re.compile(r"(?i)\b(can)(not)\b|\b(d)('ye)\b|\b(gim)(me)\b|\b(gon)(na)\b|\b(got)(ta)\b|\b(lem)(me)\b"
+                    r"|\b(more)('n)\b|\b(wan)(na)$")
+
+
+def _unfuse(m: re.Match[str]) -> str:
+    return " ".join(g for g in m.groups() if g)
 
 
 def word_tokens(text: str) -> list[str]:
-    """Tokens as nltk's word_tokenize cuts them, as far as letters go: punctuation split off, contractions split."""
+    """Tokens as nltk's word_tokenize cuts them, as far as letters go: quotes, brackets, ``*``, ``;@#$%&?!``,
+    dashes and ``:,`` before a non-digit are split off; then "cannot"-style fusions and contractions are split."""
     out: list[str] = []
     for chunk in text.split():
         for piece in _SPLIT_PUNCT.split(chunk):
-            if not piece:
-                continue
-            fused = _FUSED.match(piece)
-            if fused:
-                out.extend(g for g in fused.groups() if g)
-                continue
-            m = _CONTRACTION.match(piece)
-            if m and m.group(1) != "'":
-                out.extend([m.group(1), m.group(2)])
-            else:
-                out.append(piece)
+            for part in _FUSED.sub(_unfuse, piece).split():
+                m = _CONTRACTION.match(part)
+                out.extend(m.groups() if m else (part,))
     return out
 
 
