@@ -17,6 +17,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "verifiers.reward_models.verifiers",
     "verifiers.math.verifier",
     "verifiers.ifeval",
+    "verifiers.code",
     "verifiers.shaping",
     "verifiers.spec",
 )

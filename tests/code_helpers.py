@@ -1,0 +1,50 @@
+"""Shared by the code-verifier tests: the real engine over the real bubblewrap sandbox, on a private event loop."""
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+from sandbox.bwrap import BwrapBackend, BwrapConfig
+from verifiers.engine import Engine
+from verifiers.registry import build_registry
+from verifiers.types import Verdict, VerifyItem
+
+
+class CodeRunner:
+    def __init__(self, warm_pool: int = 2) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.backend = BwrapBackend(BwrapConfig(warm_pool=warm_pool))
+        self.loop.run_until_complete(self.backend.start())
+        self.engine = Engine(build_registry(), resources={"sandbox": self.backend}, max_timeout_s=600)
+
+    def verify(self, response: str, reference: Any, **options: Any) -> Verdict:
+        return self.many([(response, reference)], **options)[0]
+
+    def many(self, pairs: list[tuple[str, Any]], **options: Any) -> list[Verdict]:
+        items = [VerifyItem("code", response, reference, dict(options)) for response, reference in pairs]
+        return self.loop.run_until_complete(self.engine.verify_many(items))
+
+    def close(self) -> None:
+        self.loop.run_until_complete(self.backend.close())
+        self.loop.close()
+
+
+def humaneval(data: Path) -> list[dict[str, Any]]:
+    with gzip.open(data / "code" / "HumanEval.jsonl.gz", "rt") as f:
+        return [json.loads(line) for line in f]
+
+
+def mbpp(data: Path) -> list[dict[str, Any]]:
+    with open(data / "code" / "mbpp.jsonl") as f:
+        return [json.loads(line) for line in f]
+
+
+def humaneval_reference(task: dict[str, Any]) -> dict[str, Any]:
+    return {"test": task["test"], "entry_point": task["entry_point"], "prompt": task["prompt"]}
+
+
+def mbpp_reference(task: dict[str, Any]) -> dict[str, Any]:
+    return {"test_list": task["test_list"], "test_setup_code": task["test_setup_code"]}

@@ -1,0 +1,72 @@
+"""Find the program in a model completion: the last fenced block of the wanted language, else the whole text.
+
+A fence tagged with another language (```bash, ```text) is never taken for the program; an untagged fence is used
+when no tagged one exists; an unclosed last fence (a generation cut at max tokens) runs to the end of the text.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# Tag aliases models write in fences, per sandbox language name.
+ALIASES: dict[str, tuple[str, ...]] = {
+    "python": ("python", "python3", "py", "py3"),
+    "c": ("c", "h"),
+    "cpp": ("cpp", "c++", "cxx", "cc", "hpp"),
+    "javascript": ("javascript", "js", "node", "nodejs", "mjs"),
+    "java": ("java",),
+    "go": ("go", "golang"),
+    "rust": ("rust", "rs"),
+    "bash": ("bash", "sh", "shell"),
+}
+_CANONICAL = {alias: name for name, aliases in ALIASES.items() for alias in aliases}
+
+_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([^\s`{]*)[^\n]*\n", re.M)
+
+
+@dataclass
+class Extracted:
+    code: str
+    source: str  # "fenced:<tag>", "fenced" (untagged) or "whole_text"
+
+
+def canonical_language(name: str) -> str:
+    return _CANONICAL.get(name.lower(), name.lower())
+
+
+def _blocks(text: str) -> list[tuple[str, str]]:
+    """(tag, body) of each fenced block in order; a fence closes only on the same fence characters."""
+    blocks = []
+    pos = 0
+    while True:
+        opening = _FENCE.search(text, pos)
+        if opening is None:
+            return blocks
+        fence, tag = opening.group(1), opening.group(2).lower()
+        closing = re.compile(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$", re.M)
+        end = closing.search(text, opening.end())
+        body_end = end.start() if end else len(text)
+        blocks.append((tag, text[opening.end():body_end]))
+        if end is None:
+            return blocks
+        pos = end.end()
+
+
+def extract_program(text: str, language: str = "python") -> Extracted | None:
+    """None when the completion holds no code at all."""
+    wanted = canonical_language(language)
+    blocks = _blocks(text)
+    tagged = [body for tag, body in blocks if tag and canonical_language(tag) == wanted]
+    if tagged:
+        code, source = tagged[-1], f"fenced:{wanted}"
+    else:
+        untagged = [body for tag, body in blocks if not tag]
+        if untagged:
+            code, source = untagged[-1], "fenced"
+        elif blocks:
+            return None  # only blocks of other languages: the program is not there
+        else:
+            code, source = text, "whole_text"
+    if not code.strip():
+        return None
+    return Extracted(code.rstrip() + "\n", source)

@@ -1,0 +1,625 @@
+"""The Python test harness that runs INSIDE the sandbox (stdlib only; sent as the sandbox program's source).
+
+Why two processes: a candidate that shares an interpreter with the tests can always win (patch builtins, walk up
+frames, jump with a trace function, return an object whose ``__eq__`` is always true, exit 0 early). So the tests
+never share one with it:
+
+- the *judge* (this file run as ``__main__``) reads the job from stdin (tests, a per-run nonce) before any
+  candidate code exists, makes itself non-dumpable (no ptrace, no ``/proc/<pid>/mem`` or ``fd`` for same-uid
+  processes), and executes the test code itself;
+- the *candidate* runs in a child started with ``exec`` (a fresh memory image: no copy of the tests or the nonce),
+  stdout/stderr to /dev/null, and only answers requests over a pipe: "call f with these arguments", "get this
+  attribute". Values crossing back are decoded by the judge into plain builtins (numbers, strings, containers) or
+  opaque handles, so no candidate object ever runs code inside the judge, and equality is Python's own on data;
+- the judge writes one line per finished test, prefixed by the nonce, on a private dup of the real stdout. The host
+  counts only nonce lines and treats every test without one as not passed.
+
+Killing the judge, exiting early, hanging or crashing therefore only ever removes results; it cannot add any.
+"""
+import base64
+import builtins
+import json
+import math
+import os
+import select
+import signal
+import struct
+import subprocess
+import sys
+import time
+
+MAX_MESSAGE = 16 << 20
+MAX_DEPTH = 200
+MESSAGE_CHARS = 300
+
+# ----------------------------------------------------------------------------------------------- wire format
+# JSON with tags, so tuples, sets, dict keys of any plain type, bytes, complex and non-finite floats survive, and
+# anything else travels as a handle ({"$r": id}) that only the candidate process can resolve.
+
+
+def to_wire(value, keep=None, depth=0):
+    """Encode a plain value; ``keep`` (candidate side only) turns anything else into a handle id."""
+    if depth > MAX_DEPTH:
+        raise ValueError("value nested too deeply")
+    t = type(value)
+    if value is None or t is bool or t is str:
+        return value
+    if t is int:
+        return value if -(1 << 53) < value < (1 << 53) else {"$x": hex(value)}
+    if t is float:
+        return value if math.isfinite(value) else {"$f": repr(value)}
+    if t is list:
+        return [to_wire(v, keep, depth + 1) for v in value]
+    if t is tuple:
+        return {"$t": [to_wire(v, keep, depth + 1) for v in value]}
+    if t is dict:
+        return {"$d": [[to_wire(k, keep, depth + 1), to_wire(v, keep, depth + 1)] for k, v in value.items()]}
+    if t is set or t is frozenset:
+        return {"$s" if t is set else "$fs": [to_wire(v, keep, depth + 1) for v in value]}
+    if t is bytes:
+        return {"$b": base64.b64encode(value).decode()}
+    if t is complex:
+        return {"$c": [to_wire(value.real), to_wire(value.imag)]}
+    if isinstance(value, RemoteRef):
+        return {"$r": value._rid}
+    name = getattr(value, "__name__", None)
+    if type(name) is str and getattr(builtins, name, None) is value:  # int, len, ...: the receiver's own builtin
+        return {"$bi": name}
+    if keep is None:
+        raise TypeError(f"cannot pass a {t.__name__} to the candidate")
+    plain = _plainify(value)
+    if plain is not _NOT_PLAIN:
+        return to_wire(plain, keep, depth + 1)
+    return {"$r": keep(value)}
+
+
+_NOT_PLAIN = object()
+_PLAIN_BASES = (bool, int, float, complex, str, bytes, tuple, list, dict, frozenset, set)
+
+
+def _plainify(value):
+    """Candidate side: subclasses of plain types and numpy values become the plain value a test expects."""
+    for base in _PLAIN_BASES:
+        if isinstance(value, base):
+            return base(value)
+    if type(value).__module__.split(".")[0] == "numpy" and hasattr(value, "tolist"):
+        return value.tolist()
+    return _NOT_PLAIN
+
+
+def from_wire(data, resolve, depth=0):
+    """Decode into plain builtins; handles become whatever ``resolve`` makes of them."""
+    if depth > MAX_DEPTH:
+        raise ValueError("value nested too deeply")
+    t = type(data)
+    if data is None or t in (bool, int, float, str):
+        return data
+    if t is list:
+        return [from_wire(v, resolve, depth + 1) for v in data]
+    if t is not dict or len(data) != 1:
+        raise ValueError("malformed value")
+    (tag, body), = data.items()
+    if tag == "$x":
+        return int(body, 16)
+    if tag == "$f":
+        return float(body)
+    if tag == "$t":
+        return tuple(from_wire(v, resolve, depth + 1) for v in body)
+    if tag == "$d":
+        return {from_wire(k, resolve, depth + 1): from_wire(v, resolve, depth + 1) for k, v in body}
+    if tag == "$s":
+        return {from_wire(v, resolve, depth + 1) for v in body}
+    if tag == "$fs":
+        return frozenset(from_wire(v, resolve, depth + 1) for v in body)
+    if tag == "$b":
+        return base64.b64decode(body)
+    if tag == "$c":
+        return complex(float(body[0]), float(body[1]))
+    if tag == "$r":
+        return resolve(int(body))
+    if tag == "$bi":
+        value = getattr(builtins, str(body), None)
+        if isinstance(value, type) or type(value) is type(len):
+            return value
+        raise ValueError(f"unknown builtin {body!r}")
+    raise ValueError(f"unknown tag {tag!r}")
+
+
+def send(fd, obj):
+    data = json.dumps(obj, separators=(",", ":")).encode()
+    data = struct.pack(">I", len(data)) + data
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def _read_exact(fd, n, deadline):
+    buf = bytearray()
+    while len(buf) < n:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise CandidateTimeout()
+        chunk = os.read(fd, min(n - len(buf), 1 << 20))
+        if not chunk:
+            raise CandidateGone("the candidate process exited")
+        buf += chunk
+    return bytes(buf)
+
+
+def receive(fd, deadline=None):
+    (size,) = struct.unpack(">I", _read_exact(fd, 4, deadline))
+    if size > MAX_MESSAGE:
+        raise CandidateGone("the candidate sent an oversized message")
+    return json.loads(_read_exact(fd, size, deadline))
+
+
+# ------------------------------------------------------------------------------------------ candidate side
+
+
+def serve_candidate(rfd, wfd):
+    """Child main loop: run the program, then answer requests until the pipe closes."""
+    objects = {}
+
+    def keep(obj):
+        objects[len(objects) + 1] = obj
+        return len(objects)
+
+    def resolve(rid):
+        return objects[rid]
+
+    init = receive(rfd)
+    sys.path[:] = init["path"]
+    namespace = {"__name__": "__candidate__", "__builtins__": builtins}
+    try:
+        exec(compile(init["program"], "<solution>", "exec"), namespace)
+        names = {}
+        for name in sorted(namespace):  # sorted: a restarted child hands out the same ids to the same names
+            value = namespace[name]
+            if name.startswith("__"):
+                continue
+            if type(value) is type(sys):  # the judge imports the same module itself (never from the work dir)
+                names[name] = {"$m": str(getattr(value, "__name__", ""))}
+            else:
+                names[name] = to_wire(value, keep)
+        reply = {"names": names}
+    except BaseException as exc:  # noqa: BLE001 - report everything, including SystemExit
+        reply = {"exc": _describe(exc)}
+    send(wfd, reply)
+    while True:
+        try:
+            req = receive(rfd)
+        except CandidateGone:
+            return
+        try:
+            target = objects[req["id"]]
+            op = req["op"]
+            if op == "call":
+                args = from_wire(req["args"], resolve)
+                kwargs = from_wire(req["kwargs"], resolve)
+                result = target(*args, **kwargs)
+            elif op == "getattr":
+                result = getattr(target, req["name"])
+            elif op == "setattr":
+                setattr(target, req["name"], from_wire(req["value"], resolve))
+                result = None
+            elif op == "getitem":
+                result = target[from_wire(req["key"], resolve)]
+            elif op == "setitem":
+                target[from_wire(req["key"], resolve)] = from_wire(req["value"], resolve)
+                result = None
+            elif op == "iter":
+                result = iter(target)
+            elif op == "next":
+                result = next(target)
+            elif op == "len":
+                result = len(target)
+            elif op == "str":
+                result = str(target)
+            elif op == "bool":
+                result = bool(target)
+            else:
+                raise ValueError(f"unknown op {op!r}")
+            reply = {"ok": to_wire(result, keep)}
+        except BaseException as exc:  # noqa: BLE001
+            reply = {"exc": _describe(exc)}
+        send(wfd, reply)
+
+
+def _describe(exc):
+    return [type(exc).__name__, str(exc)[:MESSAGE_CHARS]]
+
+
+# -------------------------------------------------------------------------------------------------- judge side
+
+
+class CandidateTimeout(BaseException):
+    """The candidate overran the test's time budget (BaseException: test code must not swallow it)."""
+
+
+class CandidateGone(BaseException):
+    """The candidate process died or broke the protocol."""
+
+
+class StopTests(BaseException):
+    """stop_on_first_failure: leave the test code at the first failed test."""
+
+
+class CandidateError(Exception):
+    """A candidate exception without a builtin counterpart."""
+
+
+def _exception_from(name, message):
+    cls = getattr(builtins, name, None)
+    if isinstance(cls, type) and issubclass(cls, Exception) and cls is not StopIteration:
+        return cls(message)
+    return CandidateError(f"{name}: {message}")
+
+
+class RemoteRef:
+    """Stands in the judge for a candidate object that is not plain data: every use is a request to the child."""
+
+    __slots__ = ("_rid", "_conn", "_generation", "_label")
+
+    def __init__(self, conn, rid, label):
+        object.__setattr__(self, "_rid", rid)
+        object.__setattr__(self, "_conn", conn)
+        object.__setattr__(self, "_generation", conn.generation)
+        object.__setattr__(self, "_label", label)
+
+    def _ask(self, op, **fields):
+        return self._conn.request(self, op, fields)
+
+    def __call__(self, *args, **kwargs):
+        return self._ask("call", args=to_wire(list(args)), kwargs=to_wire(kwargs))
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self._ask("getattr", name=name)
+
+    def __setattr__(self, name, value):
+        self._ask("setattr", name=name, value=to_wire(value))
+
+    def __getitem__(self, key):
+        return self._ask("getitem", key=to_wire(key))
+
+    def __setitem__(self, key, value):
+        self._ask("setitem", key=to_wire(key), value=to_wire(value))
+
+    def __iter__(self):
+        return self._ask("iter")
+
+    def __next__(self):
+        return self._ask("next")
+
+    def __len__(self):
+        return self._ask("len")
+
+    def __str__(self):
+        return self._ask("str")
+
+    def __bool__(self):
+        return self._ask("bool")
+
+    def __eq__(self, other):  # only the same handle equals itself: candidate objects never compare equal to data
+        return other is self
+
+    def __hash__(self):
+        return id(self)
+
+    def __repr__(self):
+        return f"<candidate object {self._label}>"
+
+
+class Candidate:
+    """The child process running the program, restarted after a crash or a timeout."""
+
+    def __init__(self, program, path, on_trouble):
+        self.program = program
+        self.path = path
+        self.on_trouble = on_trouble  # told about every timeout or crash, even one test code swallows
+        self.generation = 0
+        self.proc = None
+        self.deadline = None
+        self.roots = {}
+
+    @property
+    def alive(self):
+        return self.proc is not None
+
+    def start(self, budget):
+        """Start the child and run the program; returns the names it defined (handles and plain values)."""
+        self.stop()
+        self.generation += 1
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        bootstrap = (  # the harness as a module named otherwise than __main__, then the serving loop
+            "import sys\nh = {'__name__': 'harness'}\n"
+            "exec(compile(sys.stdin.read(), '<harness>', 'exec'), h)\n"
+            f"h['serve_candidate']({req_r}, {rep_w})\n"
+        )
+        source = _HARNESS_SOURCE
+        self.proc = subprocess.Popen(
+            [sys.executable, "-S", "-I", "-c", bootstrap],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            pass_fds=(req_r, rep_w), close_fds=True, start_new_session=False,
+        )
+        os.close(req_r)
+        os.close(rep_w)
+        self.rfd, self.wfd = rep_r, req_w
+        self.deadline = time.monotonic() + budget
+        try:
+            self.proc.stdin.write(source.encode())
+            self.proc.stdin.close()
+            send(self.wfd, {"program": self.program, "path": self.path})
+            reply = self._receive()
+        except BrokenPipeError:
+            self.stop()
+            raise CandidateGone("the candidate process exited before running the program") from None
+        except BaseException:
+            self.stop()
+            raise
+        if "exc" in reply:
+            self.stop()
+            name, message = reply["exc"]
+            raise CandidateGone(f"the program raised {name}: {message}")
+        self.roots = {}
+        names = {}
+        for name, value in reply["names"].items():
+            if type(value) is dict and "$m" in value:
+                module = _import_trusted(str(value["$m"]))
+                if module is not None:
+                    names[name] = module
+            else:
+                names[name] = from_wire(value, self._root_ref(name))
+        return names
+
+    def _root_ref(self, name):
+        def make(rid):
+            ref = RemoteRef(self, rid, name)
+            self.roots[rid] = ref
+            return ref
+
+        return make
+
+    def _receive(self):
+        try:
+            reply = receive(self.rfd, self.deadline)
+            if type(reply) is not dict:
+                raise ValueError("reply is not an object")
+            return reply
+        except (CandidateTimeout, CandidateGone) as exc:
+            self.stop()
+            self.on_trouble(exc)
+            raise
+        except (ValueError, struct.error) as exc:
+            self.stop()
+            gone = CandidateGone(f"the candidate broke the protocol: {exc}")
+            self.on_trouble(gone)
+            raise gone from None
+
+    def request(self, ref, op, fields):
+        if not self.alive:
+            raise CandidateGone("the candidate process is not running")
+        if ref._generation != self.generation:
+            raise CandidateGone("object from a candidate process that has since been restarted")
+        try:
+            send(self.wfd, {"op": op, "id": ref._rid, **fields})
+        except OSError:
+            self.stop()
+            raise CandidateGone("the candidate process exited") from None
+        reply = self._receive()
+        if "exc" in reply:
+            exc = reply["exc"]
+            name, message = (exc[0], exc[1]) if type(exc) is list and len(exc) == 2 else ("Exception", "")
+            raise _exception_from(str(name), str(message))
+        try:
+            return from_wire(reply["ok"], lambda rid: RemoteRef(self, rid, op))
+        except (KeyError, ValueError, TypeError) as exc:
+            self.stop()
+            raise CandidateGone(f"the candidate broke the protocol: {exc}") from None
+
+    def stop(self):
+        if self.proc is None:
+            return
+        for fd in (self.rfd, self.wfd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        try:
+            self.proc.kill()
+        except OSError:
+            pass
+        self.proc.wait()
+        self.proc = None
+
+
+def _import_trusted(name):
+    """A module the candidate imported, imported again here from the judge's own (work-dir-free) path."""
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except BaseException:  # noqa: BLE001 - a module the judge cannot import is simply not mirrored
+        return None
+
+
+def _untrusted_path_entry(entry):
+    """The work dir (and anything under it) is writable by the candidate: the judge must never import from it."""
+    cwd = os.path.realpath(os.getcwd())
+    real = os.path.realpath(entry or ".")
+    return real == cwd or real.startswith(cwd + os.sep)
+
+
+def short_repr(value, limit=120):
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class Judge:
+    """Runs the transformed test code; ``__unit__(i)`` blocks mark the tests, ``__eq__check`` explains failures."""
+
+    def __init__(self, job, report):
+        self.job = job
+        self.report = report
+        self.timeouts = job["timeouts"]
+        self.stop_first = job.get("stop_on_first_failure", False)
+        self.candidate = Candidate(job["program"], job.get("path") or sys.path, self.mark_trouble)
+        self.namespace = None
+        self.done = set()
+        self.unit = None  # (index, problem) of the running test
+        self.last_compare = None
+        self.broken = None  # why the candidate cannot be (re)started
+
+    def emit(self, index, status, message=""):
+        if index in self.done:
+            return
+        self.done.add(index)
+        self.report({"i": index, "s": status, "m": message[:MESSAGE_CHARS]})
+
+    def ensure_candidate(self, budget):
+        if self.candidate.alive:
+            return
+        if self.broken:
+            raise CandidateGone(self.broken)
+        try:
+            names = self.candidate.start(budget + 2.0)  # + interpreter start-up
+        except CandidateTimeout:
+            self.broken = "the program did not finish loading in time"
+            raise
+        except CandidateGone as exc:
+            self.broken = str(exc)
+            raise
+        self.namespace.update(names)
+        setup = self.job.get("setup") or ""
+        if setup:
+            exec(compile(setup, "<test setup>", "exec"), self.namespace)
+
+    def mark_trouble(self, exc):
+        """A timeout or crash inside a test decides it, even if the test code caught the exception."""
+        if self.unit is not None and self.unit[1] is None:
+            timed_out = isinstance(exc, CandidateTimeout)
+            self.unit[1] = ("timeout", f"timed out after {self.timeouts[self.unit[0]]:g}s") if timed_out else (
+                "error", str(exc))
+
+    # -- called by the generated test code --
+    def unit_scope(self, index):
+        return _UnitScope(self, index)
+
+    def compare_eq(self, left, right):
+        equal = left == right
+        if not equal:
+            self.last_compare = (left, right)
+        return equal
+
+    def run(self):
+        budget = max(self.timeouts) if self.timeouts else 5.0
+        self.namespace = {"__name__": "__tests__", "__builtins__": builtins}
+        try:
+            self.candidate.deadline = time.monotonic() + budget
+            self.ensure_candidate(budget)
+            self.namespace.update(__unit__=self.unit_scope, __eq__check=self.compare_eq)
+            exec(compile(self.job["tests"], "<tests>", "exec"), self.namespace)
+            why, status = "the test code ended before reaching this test", "error"
+        except StopTests:
+            why, status = "not run: stopped at the first failure", "skipped"
+        except CandidateTimeout:
+            why, status = "the program timed out", "timeout"
+        except CandidateGone as exc:
+            why, status = str(exc), "error"
+        except BaseException as exc:  # noqa: BLE001 - test code outside a test failed
+            why, status = f"{type(exc).__name__}: {exc}", "error"
+        for index in range(len(self.timeouts)):
+            self.emit(index, status, why)
+        self.candidate.stop()
+
+
+class _UnitScope:
+    def __init__(self, judge, index):
+        self.judge = judge
+        self.index = index
+
+    def __enter__(self):
+        judge = self.judge
+        if judge.unit is not None:
+            raise RuntimeError("tests cannot nest")
+        budget = judge.timeouts[self.index]
+        judge.unit = [self.index, None]
+        judge.last_compare = None
+        judge.candidate.deadline = time.monotonic() + budget
+        try:
+            judge.ensure_candidate(budget)
+        except (CandidateTimeout, CandidateGone) as exc:
+            judge.unit[1] = ("timeout" if isinstance(exc, CandidateTimeout) else "error", str(exc) or "timed out")
+            raise
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        judge = self.judge
+        index, problem = judge.unit
+        judge.unit = None
+        judge.candidate.deadline = time.monotonic() + judge.timeouts[index]
+        if exc_type is not None and issubclass(exc_type, (CandidateTimeout, CandidateGone)):
+            problem = problem or (
+                ("timeout", f"timed out after {judge.timeouts[index]:g}s")
+                if issubclass(exc_type, CandidateTimeout) else ("error", str(exc))
+            )
+        if problem is None and exc_type is None:
+            judge.emit(index, "passed")
+            return False
+        if problem is None:
+            status = "failed" if issubclass(exc_type, AssertionError) else "error"
+            message = str(exc) if str(exc) else exc_type.__name__
+            if status == "error":
+                message = f"{exc_type.__name__}: {exc}"
+            elif judge.last_compare is not None and not str(exc):
+                left, right = judge.last_compare
+                message = f"got {short_repr(left)}, expected {short_repr(right)}"
+            problem = (status, message)
+        judge.emit(index, *problem)
+        if judge.stop_first:
+            raise StopTests()
+        return True  # the next test still runs
+
+
+_HARNESS_SOURCE = ""
+
+
+def _no_dump():
+    """Non-dumpable: same-uid processes (the candidate) can no longer ptrace us or open /proc/<pid>/{mem,fd}."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None).prctl(4, 0, 0, 0, 0) == 0  # PR_SET_DUMPABLE
+    except Exception:  # noqa: BLE001 - best effort; the pipe design does not depend on it
+        return False
+
+
+def judge_main():
+    global _HARNESS_SOURCE
+    hardened = _no_dump()
+    candidate_path = list(sys.path)
+    sys.path[:] = [p for p in sys.path if not _untrusted_path_entry(p)]
+    job = json.loads(sys.stdin.buffer.read())
+    job["path"] = candidate_path
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)  # the job (tests and nonce) leaves our file table
+    out = os.dup(1)
+    os.dup2(devnull, 1)  # stray prints from test code cannot reach the real stdout
+    os.set_inheritable(out, False)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    nonce = job.pop("nonce")
+    _HARNESS_SOURCE = job.pop("harness")
+
+    def report(record):
+        os.write(out, f"{nonce} {json.dumps(record)}\n".encode())
+
+    report({"hardened": hardened})
+    judge = Judge(job, report)
+    judge.run()
+    report({"done": True})
+
+
+if __name__ == "__main__":
+    judge_main()

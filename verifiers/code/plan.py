@@ -1,0 +1,194 @@
+"""Reference → test plan: which tests exist, their weights and time budgets, and the judge-side test code.
+
+Function and assert tests are rewritten here (outside the sandbox) so a malformed reference is an
+``invalid_reference`` before any sandbox time is spent: every top-level statement of ``check`` that asserts
+something becomes one test (``with __unit__(i): ...``), each MBPP assert string is one test, and ``assert a == b``
+becomes ``assert __eq__check(a, b)`` so a failure can say what the candidate returned.
+"""
+from __future__ import annotations
+
+import ast
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from verifiers.types import InvalidReference
+
+Compare = Literal["exact", "tokens", "float"]
+
+
+@dataclass
+class Case:
+    input: str
+    output: str
+
+
+@dataclass
+class TestPlan:
+    kind: Literal["function", "asserts", "stdio"]
+    language: str
+    names: list[str]  # one short label per test, for details.tests
+    weights: list[float]
+    timeout_s: float | None  # per test, from the reference (None: the option's default)
+    judge_code: str = ""  # function/asserts: the rewritten test code the judge executes
+    setup: str = ""  # asserts: MBPP test_setup_code, run by the judge after the program loaded
+    entry_point: str | None = None
+    prompt: str | None = None
+    cases: list[Case] = field(default_factory=list)
+    compare: Compare = "tokens"
+    tolerance: float = 1e-6
+
+    @property
+    def count(self) -> int:
+        return len(self.names)
+
+
+class _ExplainEq(ast.NodeTransformer):
+    """``assert a == b`` (no message) → ``assert __eq__check(a, b)``: same truth value, but the judge keeps a, b."""
+
+    def visit_Assert(self, node: ast.Assert) -> ast.AST:
+        test = node.test
+        if node.msg is None and isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq):
+            node.test = ast.Call(ast.Name("__eq__check", ast.Load()), [test.left, test.comparators[0]], [])
+        return node
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+        return node  # nested helpers keep their asserts untouched
+
+
+def _is_test(stmt: ast.stmt) -> bool:
+    """A statement that asserts something about the candidate (``assert True`` is not a test)."""
+    if isinstance(stmt, ast.Assert) and isinstance(stmt.test, ast.Constant):
+        return False
+    return any(isinstance(node, ast.Assert) for node in ast.walk(stmt))
+
+
+def _unit(index: int, body: list[ast.stmt]) -> ast.With:
+    body = [_ExplainEq().visit(stmt) for stmt in body]
+    item = ast.withitem(ast.Call(ast.Name("__unit__", ast.Load()), [ast.Constant(index)], []))
+    return ast.With([item], body)
+
+
+def _label(stmt: ast.stmt) -> str:
+    text = ast.unparse(stmt).splitlines()[0]
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def _parse(source: str, what: str) -> ast.Module:
+    try:
+        return ast.parse(source)
+    except SyntaxError as exc:
+        raise InvalidReference(f"{what} is not valid Python: {exc.msg} (line {exc.lineno})") from None
+
+
+def _function_plan(ref: dict[str, Any]) -> tuple[str, list[str], str]:
+    test, entry = ref.get("test"), ref.get("entry_point")
+    if not isinstance(test, str) or not test.strip():
+        raise InvalidReference("'test' must be Python source defining check(candidate)")
+    if not isinstance(entry, str) or not entry.isidentifier():
+        raise InvalidReference("'entry_point' must name the function under test")
+    module = _parse(test, "'test'")
+    check = next((s for s in module.body if isinstance(s, ast.FunctionDef) and s.name == "check"), None)
+    if check is None:
+        raise InvalidReference("'test' must define check(candidate)")
+    names: list[str] = []
+    body: list[ast.stmt] = []
+    for stmt in check.body:
+        if _is_test(stmt):
+            body.append(_unit(len(names), [stmt]))
+            names.append(_label(stmt))
+        else:
+            body.append(stmt)
+    if not names:  # asserts hidden in helpers: the whole check is one test
+        check.body = [_unit(0, check.body)]
+        names.append(f"check({entry})")
+    else:
+        check.body = body
+    module.body.append(ast.Expr(ast.Call(ast.Name("check", ast.Load()), [ast.Name(entry, ast.Load())], [])))
+    return ast.unparse(ast.fix_missing_locations(module)), names, entry
+
+
+def _asserts_plan(ref: dict[str, Any]) -> tuple[str, list[str], str]:
+    tests = ref.get("test_list")
+    if not isinstance(tests, list) or not tests or not all(isinstance(t, str) and t.strip() for t in tests):
+        raise InvalidReference("'test_list' must be a non-empty list of Python assert statements")
+    setup = ref.get("test_setup_code") or ""
+    imports = ref.get("test_imports") or []
+    if not isinstance(setup, str) or not isinstance(imports, list) or not all(isinstance(i, str) for i in imports):
+        raise InvalidReference("'test_setup_code' must be a string and 'test_imports' a list of strings")
+    _parse(setup, "'test_setup_code'")
+    module = _parse("\n".join(imports), "'test_imports'")
+    names = []
+    for index, source in enumerate(tests):
+        stmts = _parse(source, f"test_list[{index}]").body
+        module.body.append(_unit(index, stmts))
+        names.append(source.strip().splitlines()[0][:160])
+    return ast.unparse(ast.fix_missing_locations(module)), names, setup
+
+
+def _cases(ref: dict[str, Any]) -> list[Case]:
+    cases = ref.get("cases")
+    if not isinstance(cases, list) or not cases:
+        raise InvalidReference("'cases' must be a non-empty list of {input, output}")
+    out = []
+    for index, case in enumerate(cases):
+        if not isinstance(case, dict) or not isinstance(case.get("output"), str):
+            raise InvalidReference(f"cases[{index}] needs a string 'output'")
+        stdin = case.get("input", "")
+        if not isinstance(stdin, str):
+            raise InvalidReference(f"cases[{index}].input must be a string")
+        out.append(Case(stdin, case["output"]))
+    return out
+
+
+def _weights(ref: dict[str, Any], count: int) -> list[float]:
+    weights = ref.get("weights")
+    if weights is None:
+        return [1.0] * count
+    if (
+        not isinstance(weights, list)
+        or len(weights) != count
+        or not all(isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w >= 0 for w in weights)
+        or sum(weights) <= 0
+    ):
+        raise InvalidReference(f"'weights' must be {count} non-negative numbers (one per test) with a positive sum")
+    return [float(w) for w in weights]
+
+
+def build_plan(reference: Any) -> TestPlan:
+    if not isinstance(reference, dict):
+        raise InvalidReference("reference must be an object holding 'test', 'test_list' or 'cases'")
+    language = reference.get("language", "python")
+    if not isinstance(language, str) or not language:
+        raise InvalidReference("'language' must be a string")
+    language = language.lower()
+    timeout = reference.get("timeout_s")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 600):
+        raise InvalidReference("'timeout_s' must be a number of seconds in (0, 600]")
+    kinds = [k for k in ("test", "test_list", "cases") if k in reference]
+    if len(kinds) != 1:
+        raise InvalidReference("reference must hold exactly one of 'test' (+'entry_point'), 'test_list' or 'cases'")
+    if kinds[0] != "cases" and language not in ("python", "python3", "py"):
+        raise InvalidReference("function and assert tests are Python; other languages use stdin/stdout 'cases'")
+    timeout_s = float(timeout) if timeout is not None else None
+    if kinds[0] == "test":
+        code, names, entry = _function_plan(reference)
+        prompt = reference.get("prompt")
+        if prompt is not None and not isinstance(prompt, str):
+            raise InvalidReference("'prompt' must be a string")
+        return TestPlan("function", "python", names, _weights(reference, len(names)), timeout_s,
+                        judge_code=code, entry_point=entry, prompt=prompt)
+    if kinds[0] == "test_list":
+        code, names, setup = _asserts_plan(reference)
+        return TestPlan("asserts", "python", names, _weights(reference, len(names)), timeout_s,
+                        judge_code=code, setup=setup)
+    cases = _cases(reference)
+    compare = reference.get("compare", "tokens")
+    if compare not in ("exact", "tokens", "float"):
+        raise InvalidReference("'compare' must be exact, tokens or float")
+    tolerance = reference.get("tolerance", 1e-6)
+    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not tolerance >= 0:
+        raise InvalidReference("'tolerance' must be a non-negative number")
+    names = [f"case {i}" for i in range(len(cases))]
+    return TestPlan("stdio", language, names, _weights(reference, len(cases)), timeout_s,
+                    cases=cases, compare=compare, tolerance=float(tolerance))

@@ -1,0 +1,209 @@
+"""The ``code`` verifier: unit-test rewards with per-test results and weighted partial credit.
+
+Python function/assert tests of one completion run in ONE sandbox run under the two-process harness
+(``harness.py``); stdin/stdout cases run one sandbox run per case, in parallel, and are compared here, outside the
+sandbox, so the expected output never enters it. Many completions run in parallel because the engine awaits every
+item's ``acheck`` concurrently and the sandbox backend queues the runs.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import secrets
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from sandbox.api import Limits, RunRequest, RunResult, RunStatus
+from verifiers.base import BaseOptions, Verifier
+from verifiers.code.extract import extract_program
+from verifiers.code.plan import TestPlan, build_plan
+from verifiers.code.stdio import describe_mismatch, outputs_match
+from verifiers.context import Context
+from verifiers.types import InvalidReference, Verdict
+
+MESSAGE_CHARS = 300
+STARTUP_S = 5.0  # judge + candidate interpreter start-up, on top of the tests' own budgets
+
+
+class CodeOptions(BaseOptions):
+    stop_on_first_failure: bool = Field(False, description="Stop at the first failed test; the rest count as skipped.")
+    test_timeout_s: float = Field(5.0, gt=0, le=600, description="Per-test time budget when the reference sets none.")
+    memory_mb: int = Field(1024, ge=64, le=16384, description="Memory cap per process in the sandbox.")
+
+
+@lru_cache(maxsize=1)
+def harness_source() -> str:
+    return (Path(__file__).with_name("harness.py")).read_text()
+
+
+def _defines(code: str, name: str) -> bool:
+    try:
+        module = ast.parse(code)
+    except SyntaxError:
+        return False
+    return any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == name for s in module.body)
+
+
+def assemble_program(plan: TestPlan, code: str) -> str:
+    """HumanEval-style references may carry the prompt: its imports and helpers come first, and a bare function
+    body (the classic completion format) continues the prompt's signature."""
+    if not plan.prompt or plan.entry_point is None:
+        return code
+    if _defines(code, plan.entry_point):
+        return plan.prompt + "\n" + code
+    return plan.prompt + code
+
+
+def _trim(text: str) -> str:
+    text = text.strip()
+    return text if len(text) <= MESSAGE_CHARS else text[: MESSAGE_CHARS - 3] + "..."
+
+
+def _budget(plan: TestPlan, options: CodeOptions) -> list[float]:
+    return [plan.timeout_s or options.test_timeout_s] * plan.count
+
+
+class Code(Verifier):
+    name = "code"
+    version = "1"
+    description = (
+        "Runs unit tests against the program in a completion (HumanEval check, MBPP asserts or stdin/stdout cases) "
+        "in the sandbox; score = weighted fraction of tests passed, per-test outcomes in details.tests."
+    )
+    Options = CodeOptions
+    execution = "async"
+    binary = False
+    default_timeout_s = 300.0  # a batch of hundreds queues for sandbox slots inside this deadline
+
+    async def acheck(self, response: str, reference: Any, options: CodeOptions, ctx: Context) -> Verdict:  # type: ignore[override]
+        plan = build_plan(reference)
+        extracted = extract_program(response, plan.language)
+        if extracted is None:
+            return Verdict.no_answer(f"no {plan.language} code found in the response", extracted=None)
+        sandbox = ctx.resource("sandbox")
+        available = sandbox.languages()
+        if plan.language not in available and not any(plan.language == k.lower() for k in available):
+            raise InvalidReference(f"language {plan.language!r} is not supported; known: {', '.join(sorted(available))}")
+        if available.get(plan.language) is False:
+            return Verdict.unavailable(f"language {plan.language!r} has no toolchain on this server")
+        if plan.kind == "stdio":
+            outcome = await self._run_cases(sandbox, plan, extracted.code, options)
+        else:
+            outcome = await self._run_harness(sandbox, plan, assemble_program(plan, extracted.code), options)
+        if isinstance(outcome, Verdict):
+            return outcome
+        return _verdict(plan, outcome, extracted.source)
+
+    async def _run_harness(self, sandbox: Any, plan: TestPlan, program: str, options: CodeOptions) -> list[dict] | Verdict:
+        timeouts = _budget(plan, options)
+        nonce = secrets.token_hex(16)
+        job = {
+            "nonce": nonce,
+            "harness": harness_source(),
+            "program": program,
+            "tests": plan.judge_code,
+            "setup": plan.setup,
+            "timeouts": timeouts,
+            "stop_on_first_failure": options.stop_on_first_failure,
+        }
+        total = sum(timeouts) + STARTUP_S
+        request = RunRequest(
+            code=harness_source(), language="python", stdin=json.dumps(job),
+            limits=Limits(wall_s=total, cpu_s=total, memory_mb=options.memory_mb),
+        )
+        result: RunResult = await sandbox.run(request)
+        if result.status == RunStatus.SANDBOX_ERROR:
+            return Verdict.unavailable(f"sandbox error: {result.reason or result.stderr[-300:]}")
+        records = _nonce_records(result.stdout, nonce)
+        if not any("hardened" in r for r in records):
+            # The harness never reached the point where candidate code exists: our failure, never a score of 0.
+            return Verdict.error(f"test harness failed to start ({result.status.value}): {_trim(result.stderr)}")
+        tests: dict[int, dict] = {}
+        for record in records:
+            index = record.get("i")
+            if isinstance(index, int) and 0 <= index < plan.count and index not in tests:
+                tests[index] = {"status": str(record.get("s")), "message": _trim(str(record.get("m") or ""))}
+        done = any(r.get("done") for r in records)
+        if not done and result.status == RunStatus.RUNTIME_ERROR and result.signal is None and "Traceback" in result.stderr:
+            return Verdict.error(f"test harness crashed: {_trim(result.stderr[-600:])}")
+        missing = _missing_status(result)
+        return [tests.get(i) or dict(missing) for i in range(plan.count)]
+
+    async def _run_cases(self, sandbox: Any, plan: TestPlan, program: str, options: CodeOptions) -> list[dict] | Verdict:
+        timeout = plan.timeout_s or options.test_timeout_s
+        limits = Limits(wall_s=timeout, cpu_s=timeout, memory_mb=options.memory_mb)
+        requests = [RunRequest(code=program, language=plan.language, stdin=c.input, limits=limits) for c in plan.cases]
+        if options.stop_on_first_failure:
+            results: list[RunResult] = []
+            for request, case in zip(requests, plan.cases):
+                results.append(await sandbox.run(request))
+                if _case_outcome(results[-1], case.output, plan)["status"] != "passed":
+                    break
+        else:
+            results = await sandbox.run_many(requests)
+        broken = next((r for r in results if r.status == RunStatus.SANDBOX_ERROR), None)
+        if broken is not None:
+            return Verdict.unavailable(f"sandbox error: {broken.reason or broken.stderr[-300:]}")
+        outcomes = [_case_outcome(r, c.output, plan) for r, c in zip(results, plan.cases)]
+        skipped = {"status": "skipped", "message": "not run: stopped at the first failure"}
+        return outcomes + [dict(skipped) for _ in range(plan.count - len(outcomes))]
+
+
+def _nonce_records(stdout: str, nonce: str) -> list[dict]:
+    records = []
+    prefix = nonce + " "
+    for line in stdout.splitlines():
+        if line.startswith(prefix):
+            try:
+                record = json.loads(line[len(prefix):])
+            except ValueError:
+                continue
+            if isinstance(record, dict):
+                records.append(record)
+    return records
+
+
+def _missing_status(result: RunResult) -> dict:
+    """What a test without a result line gets: never passed."""
+    if result.status == RunStatus.TIMEOUT:
+        return {"status": "timeout", "message": "the run hit its time limit before this test finished"}
+    how = f"signal {result.signal}" if result.signal else f"status {result.status.value}"
+    return {"status": "error", "message": f"the test harness was stopped ({how}) before this test finished"}
+
+
+def _case_outcome(result: RunResult, expected: str, plan: TestPlan) -> dict:
+    status = result.status
+    if status == RunStatus.OK:
+        if outputs_match(result.stdout, expected, plan.compare, plan.tolerance):
+            return {"status": "passed", "message": ""}
+        return {"status": "failed", "message": _trim(describe_mismatch(result.stdout, expected))}
+    if status == RunStatus.TIMEOUT:
+        return {"status": "timeout", "message": _trim(f"time limit exceeded {result.reason}")}
+    if status == RunStatus.COMPILE_ERROR:
+        return {"status": "error", "message": _trim("compile error: " + (result.compile_output or result.stderr))}
+    detail = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else result.reason
+    return {"status": "error", "message": _trim(f"{status.value}: {detail}")}
+
+
+def _verdict(plan: TestPlan, outcomes: list[dict], extracted: str) -> Verdict:
+    tests = [{"name": name, **outcome} for name, outcome in zip(plan.names, outcomes)]
+    for test in tests:
+        if test["status"] == "passed":
+            test.pop("message", None)
+    passed = [t["status"] == "passed" for t in tests]
+    score = sum(w for w, ok in zip(plan.weights, passed) if ok) / sum(plan.weights)
+    first = next((t for t in tests if t["status"] != "passed"), None)
+    reason = (
+        "all tests passed" if first is None
+        else f"{sum(passed)}/{len(tests)} tests passed; first failure: {first['name']}: {first['message']}"
+    )
+    return Verdict.ok(
+        score, _trim(reason), extracted=extracted, tests=tests, passed=sum(passed), total=len(tests),
+        first_failure=None if first is None else {"index": tests.index(first), **first}, kind=plan.kind,
+    )
+
+
+VERIFIERS = [Code()]
