@@ -68,7 +68,7 @@ def log10_size(expr: sympy.Basic) -> float:
             return 1.0
     if isinstance(expr, sympy.Integer):
         p = abs(int(expr))
-        return float(len(str(p))) if p >= 10**15 else math.log10(p + 1)
+        return p.bit_length() * 0.30103 if p >= 10**15 else math.log10(p + 1)
     if isinstance(expr, sympy.Rational):
         return max(log10_size(sympy.Integer(expr.p)), log10_size(sympy.Integer(expr.q)))
     if isinstance(expr, sympy.Float):

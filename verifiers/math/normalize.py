@@ -49,7 +49,7 @@ def unwrap(text: str) -> str:
 
 def strip_decorations(s: str) -> str:
     """Drop things that never change a final answer's value: spacing, sizing, units, degree/percent/currency signs."""
-    s = s.replace("\\!", "").replace("{,}", ",")
+    s = re.sub(r"\\!\s*", "", s).replace("{,}", ",")
     s = _SPACING.sub(" ", s)
     s = _LEFT_RIGHT.sub("", s)
     s = _FRAC_KIND.sub(r"\\frac", s)

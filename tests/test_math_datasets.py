@@ -1,0 +1,140 @@
+"""The math verifier on real data: MATH-500 golds against themselves, generated equivalent rewrites and other
+problems' golds; GSM8K golds against the reference solutions; AIME24/AMC23 golds against integer answers.
+Counts are printed (run with -s to see them)."""
+from __future__ import annotations
+
+import json
+import re
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from verifiers.math.normalize import canonical
+from verifiers.math.numeric import parse_number, terminates
+from verifiers.math.verifier import MathVerifier
+from verifiers.types import Status
+
+V = MathVerifier()
+OPTS = V.parse_options({})
+
+
+def load(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def score(response: str, reference: object) -> float | None:
+    return V.check(response, reference, OPTS).score
+
+
+def rewrites(gold: str) -> list[str]:
+    """Equivalent spellings of a gold answer, the way models write them."""
+    out = set()
+    if "\\frac" in gold:
+        out.add(gold.replace("\\frac", "\\dfrac"))
+    if "\\dfrac" in gold:
+        out.add(gold.replace("\\dfrac", "\\frac"))
+    m = re.fullmatch(r"(-?)\\d?frac\{(\d+)\}\{(\d+)\}", gold)
+    if m:
+        out.add(f"{m.group(1)}{m.group(2)}/{m.group(3)}")
+        value = Fraction(int(m.group(2)), int(m.group(3)))
+        if terminates(value):
+            out.add(f"{m.group(1)}{float(value)!r}")
+        out.add(f"{m.group(1)}\\frac{{{int(m.group(2)) * 3}}}{{{int(m.group(3)) * 3}}}")  # unreduced
+    number = parse_number(gold)
+    if number is not None and number.value.denominator == 1 and number.base_digits is None:
+        out.add(f"{number.value.numerator}.0")
+        out.add(f"{number.value.numerator:,}")
+    spaced = re.sub(r"\s+", "", gold)
+    if spaced != gold:
+        out.add(spaced)
+    if number is None:
+        out.add(re.sub(r"([+=,])", r" \1 ", gold))
+    if gold.startswith("(") and gold.endswith(")") and "\\left" not in gold:
+        out.add(f"\\left({gold[1:-1]}\\right)")
+    set_match = re.fullmatch(r"\\\{(.*)\\\}", gold)
+    bare_list = "," in gold and not re.search(r"[(\[\\{]", gold) and not re.fullmatch(r"\d{1,3}(,\d{3})+", gold)
+    if set_match or bare_list:
+        items = [p.strip() for p in (set_match.group(1) if set_match else gold).split(",")]
+        rev = ", ".join(reversed(items))
+        out.add(f"\\{{{rev}\\}}" if set_match else rev)
+    if gold.endswith("^\\circ"):
+        out.add(gold[: -len("^\\circ")] + "^{\\circ}")
+    out.discard(gold)
+    return sorted(out)
+
+
+def same_value(a: str, b: str) -> bool:
+    """Cheap independent test for "these two golds are the same answer" (skip such pairs as cross negatives)."""
+    ca, cb = canonical(a), canonical(b)
+    ca, cb = re.sub(r"^[a-z]=", "", ca), re.sub(r"^[a-z]=", "", cb)
+    if ca == cb:
+        return True
+    na, nb = parse_number(a), parse_number(b)
+    return na is not None and nb is not None and na.value == nb.value
+
+
+@pytest.fixture(scope="module")
+def math500(shared_data: Path) -> list[dict]:
+    return load(shared_data / "math" / "math500.test.jsonl")
+
+
+def test_math500_gold_against_itself_and_its_solution(math500: list[dict]) -> None:
+    boxed = sum(score(f"The answer is $\\boxed{{{r['answer']}}}$.", r["answer"]) == 1.0 for r in math500)
+    solution = sum(score(r["solution"], r["answer"]) == 1.0 for r in math500)
+    print(f"\nMATH-500: gold vs itself accepted {boxed}/{len(math500)}; vs its solution {solution}/{len(math500)}")
+    assert boxed == len(math500)
+    assert solution == len(math500)
+
+
+def test_math500_equivalent_rewrites_are_accepted(math500: list[dict]) -> None:
+    pairs = [(r["answer"], w) for r in math500 for w in rewrites(r["answer"])]
+    failed = [(g, w) for g, w in pairs if score(f"\\boxed{{{w}}}", g) != 1.0]
+    print(f"\nMATH-500 rewrites: {len(pairs) - len(failed)}/{len(pairs)} accepted over {len(math500)} golds")
+    assert len(pairs) > 650
+    assert not failed, failed[:20]
+
+
+def test_math500_other_problems_golds_are_rejected(math500: list[dict]) -> None:
+    pairs = []
+    for shift in (1, 7, 101):
+        for i, row in enumerate(math500):
+            other = math500[(i + shift) % len(math500)]["answer"]
+            if not same_value(row["answer"], other):
+                pairs.append((row["answer"], other))
+    accepted = [(g, o) for g, o in pairs if score(f"\\boxed{{{o}}}", g) == 1.0]
+    print(f"\nMATH-500 cross-problem pairs: {len(pairs) - len(accepted)}/{len(pairs)} rejected")
+    assert len(pairs) > 1400
+    assert not accepted, accepted
+
+
+def test_gsm8k_gold_against_reference_solution(shared_data: Path) -> None:
+    rows = load(shared_data / "math" / "gsm8k.test.jsonl")
+    golds = [r["answer"].rsplit("####", 1)[1].strip() for r in rows]
+    with_hashes = sum(score(r["answer"], g) == 1.0 for r, g in zip(rows, golds))
+    # The same solutions ending in prose instead of the "#### N" marker.
+    prose = [re.sub(r"\n?####\s*(.+)$", r"\nThe answer is \1.", r["answer"]) for r in rows]
+    with_prose = sum(score(p, g) == 1.0 for p, g in zip(prose, golds))
+    wrong = sum(score(r["answer"], str(int(g.replace(",", "")) + 1)) == 1.0 for r, g in zip(rows, golds))
+    print(f"\nGSM8K: #### solutions accepted {with_hashes}/{len(rows)}; prose endings {with_prose}/{len(rows)};"
+          f" off-by-one golds accepted {wrong}")
+    assert with_hashes == len(rows)
+    assert with_prose == len(rows)
+    assert wrong == 0
+
+
+@pytest.mark.parametrize("name, key", [("aime24", "answer"), ("amc23", "answer")])
+def test_competition_golds_against_integer_answers(shared_data: Path, name: str, key: str) -> None:
+    rows = load(shared_data / "math" / f"{name}.test.jsonl")
+    ok = 0
+    for r in rows:
+        gold = r[key]
+        value = int(float(gold))
+        for reference in (gold, str(gold)):
+            verdict = V.check(f"Therefore the answer is $\\boxed{{{value}}}$.", reference, OPTS)
+            assert verdict.status is Status.OK
+            ok += verdict.score == 1.0
+            assert score(f"\\boxed{{{value + 1}}}", reference) == 0.0
+        assert score(f"The final answer is {value}", gold) == 1.0
+    print(f"\n{name}: {ok}/{2 * len(rows)} integer answers accepted (gold as given and as text)")
+    assert ok == 2 * len(rows)
