@@ -371,6 +371,21 @@ def test_hybrid_rule_verdict_settles_without_a_call(fake: FakeOpenAI) -> None:
     assert any_ok.score == 0.0 and fake.calls == 1  # the rule's confident 0 stood
 
 
+def test_hybrid_with_a_missing_rule_verifier_is_error(fake: FakeOpenAI) -> None:
+    verdict = verify(fake.url, "judge_reference", "Paris", "paris", hybrid="no_such_rule")
+    assert verdict.status == Status.ERROR and "no_such_rule" in verdict.reason and fake.calls == 0
+    bad_opts = verify(fake.url, "judge_reference", "Paris", "paris", hybrid="exact_match",
+                      hybrid_options={"colour": "red"})
+    assert bad_opts.status == Status.ERROR and fake.calls == 0
+
+
+def test_require_final_answer_makes_bare_reasoning_no_answer(fake: FakeOpenAI) -> None:
+    bare = verify(fake.url, "judge_reference", "We multiply six by seven.", "42", require_final_answer=True)
+    assert bare.status == Status.NO_ANSWER and bare.score == 0.0 and fake.calls == 0
+    stated = verify(fake.url, "judge_reference", "Six times seven: the answer is 42.", "42", require_final_answer=True)
+    assert stated.score == 1.0 and fake.calls == 1
+
+
 def test_hybrid_cannot_name_a_judge() -> None:
     with pytest.raises(ValidationError):
         ReferenceOptions.model_validate({"hybrid": "judge_reference"})

@@ -17,6 +17,7 @@ from verifiers.judges import prompts
 from verifiers.judges.backends import JudgeError, Messages, Sampling
 from verifiers.judges.guards import GuardResult, check_response
 from verifiers.judges.parse import CriterionMark, JudgeParseError, parse_criteria, parse_verdict, parse_winner
+from verifiers.registry import UnknownVerifier
 from verifiers.types import InvalidReference, Verdict, VerifyItem
 
 T = TypeVar("T")
@@ -170,7 +171,11 @@ class JudgeReference(JudgeVerifier):
         if guarded.refusal:
             return refusal(guarded)
         if options.hybrid:
-            rule = await ctx.engine.verify(VerifyItem(options.hybrid, response, answer, dict(options.hybrid_options)))
+            try:
+                rule = await ctx.engine.verify(
+                    VerifyItem(options.hybrid, response, answer, dict(options.hybrid_options)))
+            except (UnknownVerifier, ValidationError) as exc:
+                return Verdict.error(f"hybrid rule verifier {options.hybrid!r} cannot run: {str(exc)[:300]}")
             confident = rule.score == 1.0 or (options.hybrid_settles == "any" and rule.score is not None)
             if rule.status.value == "ok" and confident:
                 return Verdict.ok(rule.score or 0.0, f"settled by {options.hybrid}: {rule.reason}",
