@@ -233,3 +233,73 @@ def test_retry_delay_policy() -> None:
     assert all(policy.delay(1, retry_after=3.0, rng=rng) >= 3.0 for _ in range(20))
     assert policy.delay(1, retry_after=10_000, rng=rng) <= policy.max_retry_after_s * 1.25
     assert parse_retry_after("garbage") is None and parse_retry_after("2") == 2.0
+
+
+# --- the other endpoints ---
+
+def test_sandbox_run_and_batch_through_the_client(server: LiveServer) -> None:
+    from reward_client import SandboxRun
+
+    with RewardClient(server.url, chunk_size=2) as client:
+        one = client.sandbox_run("import sys\nprint(sys.stdin.read().upper(), sys.argv[1:])", stdin="hey",
+                                 args=["-x"])
+        assert one.status == "ok" and one.passed and one.stdout.strip() == "HEY ['-x']" and one.exit_code == 0
+        runs = [SandboxRun("print('a')", id="ok"), SandboxRun("raise SystemExit(4)", id="crash"),
+                SandboxRun("import time\ntime.sleep(9)", id="slow", limits={"wall_s": 0.5}),
+                {"id": "file", "code": "print(open('data.txt').read())", "files": {"data.txt": "42"}},
+                SandboxRun("print(1)", id="late")]
+        results = client.sandbox_run_many(runs)
+        assert [r.id for r in results] == ["ok", "crash", "slow", "file", "late"]
+        assert [r.status for r in results] == ["ok", "runtime_error", "timeout", "ok", "ok"]
+        assert results[1].exit_code == 4 and results[3].stdout.strip() == "42"
+        with pytest.raises(RequestRejected) as info:
+            client.sandbox_run_many([SandboxRun("1")] * 3 + [SandboxRun("1", language="cobol-77")])
+        assert info.value.status_code == 422 and info.value.loc == ["items", 3, "language"]
+
+    async def go() -> list:
+        async with AsyncRewardClient(server.url, chunk_size=2) as client:
+            return await client.sandbox_run_many([SandboxRun(f"print({i} * 2)") for i in range(5)])
+
+    assert [r.stdout.strip() for r in asyncio.run(go())] == [str(i * 2) for i in range(5)]
+
+
+@pytest.fixture(scope="module")
+def prm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from tests.conftest import run_server
+    from tests.reward_model_builders import build_model, model_env
+
+    root = tmp_path_factory.mktemp("client_prm")
+    spec = {"name": "tiny-prm", "path": str(build_model(root / "prm", "token_classification", seed=5)),
+            "format": "separator"}
+    with run_server(root, model_env([spec])) as live:
+        yield live
+
+
+def test_prm_score_through_the_client_matches_one_plain_request(prm_server: LiveServer) -> None:
+    from reward_client import PrmItem
+
+    items = [PrmItem("How many clips?", steps=["48 / 2 = 24.", "48 + 24 = 72.", "Answer: 72."], id="a"),
+             PrmItem("Solve 3x + 5 = 20.", response="3x = 15\n\nx = 5", id="b"),
+             {"id": "c", "prompt": "2+2?", "steps": ["2+2=5"]},
+             PrmItem("p", response="   ", id="empty"),
+             PrmItem("Add.", steps=["1+1=2", "2+1=3"], id="e")]
+    with prm_server.client() as c:
+        raw = c.post("/v1/prm/score", json={"model": "tiny-prm", "aggregation": "mean", "threshold": 0.4, "items": [
+            {k: v for k, v in vars(i).items() if v is not None} if isinstance(i, PrmItem) else i for i in items
+        ]}).json()["results"]
+    with RewardClient(prm_server.url, chunk_size=2) as client:
+        got = client.prm_score("tiny-prm", items, aggregation="mean", threshold=0.4)
+    assert [r.id for r in got] == ["a", "b", "c", "empty", "e"]
+    for mine, plain in zip(got, raw):
+        assert mine.step_scores == pytest.approx(plain["step_scores"], abs=1e-5)
+        assert mine.first_error == plain["first_error"] and mine.status == plain["status"]
+        assert (mine.score is None) == (plain["score"] is None)
+        if mine.score is not None:
+            assert mine.score == pytest.approx(plain["score"], abs=1e-5)
+    assert len(got[0].step_scores) == 3 and got[3].status == "no_answer"
+    with RewardClient(prm_server.url) as client:
+        with pytest.raises(RequestRejected) as info:
+            client.prm_score("no-such-model", items[:1])
+    assert info.value.status_code == 422 and "no-such-model" in info.value.message

@@ -23,15 +23,17 @@ BodyOf = Callable[[List[Dict[str, Any]]], Dict[str, Any]]
 Timeout = Union[float, httpx.Timeout]
 
 
-def _verify_body(items: List[Dict[str, Any]]) -> Dict[str, Any]:
+def _items_body(items: List[Dict[str, Any]]) -> Dict[str, Any]:
     return {"items": items}
 
 
-def _prm_body(model: str, aggregation: str, threshold: Optional[float]) -> BodyOf:
+def _prm_body(model: str, aggregation: str, threshold: Optional[float], split: Any) -> BodyOf:
     def body(items: List[Dict[str, Any]]) -> Dict[str, Any]:
         out: Dict[str, Any] = {"model": model, "items": items, "aggregation": aggregation}
         if threshold is not None:
             out["threshold"] = threshold
+        if split is not None:
+            out["split"] = split
         return out
 
     return body
@@ -103,7 +105,7 @@ class RewardClient:
     # --- endpoints ---
     def verify(self, items: Sequence[Union[VerifyItem, Payload]]) -> List[VerifyResult]:
         """Check any number of items; one result per item, in order."""
-        return [VerifyResult.from_json(r) for r in self._post_chunked("/v1/verify", items, _verify_body)]
+        return [VerifyResult.from_json(r) for r in self._post_chunked("/v1/verify", items, _items_body)]
 
     def verify_one(self, verifier: str, response: str, reference: Any = None,
                    options: Optional[Dict[str, Any]] = None) -> VerifyResult:
@@ -117,16 +119,18 @@ class RewardClient:
         return [r.score for r in self.verify(items)]
 
     def prm_score(self, model: str, items: Sequence[Union[PrmItem, Payload]], aggregation: str = "min",
-                  threshold: Optional[float] = None) -> List[PrmResult]:
-        body = _prm_body(model, aggregation, threshold)
+                  threshold: Optional[float] = None, split: Any = None) -> List[PrmResult]:
+        """Step scores of a process reward model; ``threshold``/``split`` default to the server's."""
+        body = _prm_body(model, aggregation, threshold, split)
         return [PrmResult.from_json(r) for r in self._post_chunked("/v1/prm/score", items, body)]
 
     def sandbox_run(self, code: Union[str, SandboxRun], language: str = "python", **kw: Any) -> SandboxResult:
         """Run one program; ``kw`` takes ``stdin``, ``args``, ``files``, ``collect``, ``limits``."""
         return SandboxResult.from_json(self._request("POST", "/v1/sandbox/run", _run_item(code, language, kw)))
 
-    def sandbox_run_many(self, runs: Sequence[SandboxRun]) -> List[SandboxResult]:
-        return [self.sandbox_run(run) for run in runs]
+    def sandbox_run_many(self, runs: Sequence[Union[SandboxRun, Payload]]) -> List[SandboxResult]:
+        """Many programs through ``/v1/sandbox/run_batch``, chunked, results in order."""
+        return [SandboxResult.from_json(r) for r in self._post_chunked("/v1/sandbox/run_batch", runs, _items_body)]
 
     def verifiers(self) -> List[Dict[str, Any]]:
         body = self._request("GET", "/v1/verifiers")
@@ -209,7 +213,7 @@ class AsyncRewardClient:
         return [r for part in parts for r in part]
 
     async def verify(self, items: Sequence[Union[VerifyItem, Payload]]) -> List[VerifyResult]:
-        return [VerifyResult.from_json(r) for r in await self._post_chunked("/v1/verify", items, _verify_body)]
+        return [VerifyResult.from_json(r) for r in await self._post_chunked("/v1/verify", items, _items_body)]
 
     async def verify_one(self, verifier: str, response: str, reference: Any = None,
                          options: Optional[Dict[str, Any]] = None) -> VerifyResult:
@@ -222,17 +226,18 @@ class AsyncRewardClient:
         return [r.score for r in await self.verify(items)]
 
     async def prm_score(self, model: str, items: Sequence[Union[PrmItem, Payload]], aggregation: str = "min",
-                        threshold: Optional[float] = None) -> List[PrmResult]:
-        body = _prm_body(model, aggregation, threshold)
+                        threshold: Optional[float] = None, split: Any = None) -> List[PrmResult]:
+        body = _prm_body(model, aggregation, threshold, split)
         return [PrmResult.from_json(r) for r in await self._post_chunked("/v1/prm/score", items, body)]
 
     async def sandbox_run(self, code: Union[str, SandboxRun], language: str = "python", **kw: Any) -> SandboxResult:
         body = await self._request("POST", "/v1/sandbox/run", _run_item(code, language, kw))
         return SandboxResult.from_json(body)
 
-    async def sandbox_run_many(self, runs: Sequence[SandboxRun]) -> List[SandboxResult]:
-        """Concurrent single runs (bounded by ``max_concurrency``), results in order."""
-        return list(await asyncio.gather(*(self.sandbox_run(run) for run in runs)))
+    async def sandbox_run_many(self, runs: Sequence[Union[SandboxRun, Payload]]) -> List[SandboxResult]:
+        """Many programs through ``/v1/sandbox/run_batch``, chunks in flight concurrently, results in order."""
+        results = await self._post_chunked("/v1/sandbox/run_batch", runs, _items_body)
+        return [SandboxResult.from_json(r) for r in results]
 
     async def verifiers(self) -> List[Dict[str, Any]]:
         body = await self._request("GET", "/v1/verifiers")

@@ -28,6 +28,7 @@ class PrmItem:
 @dataclass
 class SandboxRun:
     code: str
+    id: Optional[str] = None
     language: str = "python"
     stdin: str = ""
     args: List[str] = field(default_factory=list)

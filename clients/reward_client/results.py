@@ -51,6 +51,9 @@ class PrmResult:
     score: Optional[float]
     first_error: Optional[int] = None
     id: Optional[str] = None
+    status: str = "ok"  # ok, no_answer (no steps found), error (score null)
+    reason: str = ""
+    step_rewards: Optional[List[float]] = None  # dense per-step rewards of the clip/delta aggregations
     extra: Dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -63,6 +66,7 @@ class SandboxResult:
     """One run of ``/v1/sandbox/run``. ``sandbox_error`` is the sandbox's own failure, never the program's."""
 
     status: str
+    id: Optional[str] = None
     exit_code: Optional[int] = None
     signal: Optional[int] = None
     stdout: str = ""
