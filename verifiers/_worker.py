@@ -28,6 +28,9 @@ def main(modules: list[str]) -> None:
     from verifiers.types import InvalidReference, Verdict, VerifierUnavailable
 
     registry = load_modules(modules)
+    for verifier in registry:
+        if verifier.execution == "process":
+            verifier.warm_up()
     _limit_memory()
     write_frame(proto_out, ("ready", registry.names()))
     def check_one(name: str, response: str, reference: object, options: dict) -> dict:

@@ -49,9 +49,14 @@ class Verifier:
     execution: ClassVar[Literal["process", "async"]] = "process"
     # True when scores are 0/1 verdicts (noise correction applies only to those).
     binary: ClassVar[bool] = True
+    # Deadline when the request gives none (None: the server's item_timeout_s); always capped by the server.
+    default_timeout_s: ClassVar[float | None] = None
 
     def parse_options(self, raw: dict[str, Any] | None) -> BaseOptions:
         return self.Options.model_validate(raw or {})
+
+    def warm_up(self) -> None:
+        """Load what the first check would otherwise load (data files, tokenizers); run once per worker at start."""
 
     def validate(self, options: BaseOptions, registry: "Registry") -> None:
         """Request-time checks that need the registry (e.g. a spec's component names); raise to refuse the item."""

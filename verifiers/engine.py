@@ -15,7 +15,7 @@ from typing import Any
 from verifiers.base import BaseOptions, Verifier
 from verifiers.calibration.apply import postprocess, wants_postprocess
 from verifiers.context import Context
-from verifiers.pool import Job, WorkerPool
+from verifiers.pool import WorkerPool
 from verifiers.registry import Registry
 from verifiers.types import InvalidReference, Verdict, VerifierUnavailable, VerifyItem
 
@@ -58,7 +58,7 @@ class Engine:
         return Prepared(item, verifier, options)
 
     def timeout_for(self, prepared: Prepared) -> float:
-        wanted = prepared.options.timeout_s or getattr(prepared.verifier, "default_timeout_s", None)
+        wanted = prepared.options.timeout_s or prepared.verifier.default_timeout_s
         return min(float(wanted or self.default_timeout_s), self.max_timeout_s)
 
     async def verify(self, item: VerifyItem | Prepared) -> Verdict:
@@ -79,29 +79,8 @@ class Engine:
         return verdict
 
     async def verify_many(self, items: Sequence[VerifyItem | Prepared]) -> list[Verdict]:
-        """Process-mode items go to the pool as one batch (chunked per worker); the rest run concurrently."""
-        prepared = [i if isinstance(i, Prepared) else self.prepare(i) for i in items]
-        pooled = [i for i, p in enumerate(prepared) if self.pool is not None and p.verifier.execution == "process"]
-        if len(pooled) < 2:
-            return list(await asyncio.gather(*(self.verify(p) for p in prepared)))
-        pooled_set = set(pooled)
-        rest = [i for i in range(len(prepared)) if i not in pooled_set]
-        assert self.pool is not None
-        jobs = [
-            Job(prepared[i].verifier.name, prepared[i].item.response, prepared[i].item.reference,
-                self._wire_options(prepared[i]), self.timeout_for(prepared[i]))
-            for i in pooled
-        ]
-        pooled_verdicts, rest_verdicts = await asyncio.gather(
-            self.pool.run_batch(jobs), asyncio.gather(*(self.verify(prepared[i]) for i in rest))
-        )
-        out: list[Verdict | None] = [None] * len(prepared)
-        finished = await asyncio.gather(*(self._finish(prepared[i], v) for i, v in zip(pooled, pooled_verdicts)))
-        for i, v in zip(pooled, finished):
-            out[i] = v
-        for i, v in zip(rest, rest_verdicts):
-            out[i] = v
-        return [v for v in out if v is not None]
+        # Concurrent process-mode items are coalesced into chunks by the pool, so a plain gather batches them.
+        return list(await asyncio.gather(*(self.verify(item) for item in items)))
 
     @staticmethod
     def _wire_options(p: Prepared) -> dict[str, Any]:

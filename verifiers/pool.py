@@ -12,6 +12,7 @@ import os
 import pickle
 import sys
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +21,11 @@ from verifiers._frames import HEADER as _HEADER
 from verifiers.types import Verdict
 
 log = logging.getLogger("reward_service.pool")
+
+
+def _resolve(future: "asyncio.Future[Verdict]", verdict: Verdict) -> None:
+    if not future.done():  # the caller may have gone away (request cancelled)
+        future.set_result(verdict)
 
 
 class _Worker:
@@ -88,10 +94,14 @@ class WorkerPool:
         self._stats = PoolStats(size=self.size)
         self._closed = False
         self._tasks: set[asyncio.Task[None]] = set()
+        self._pending: deque[tuple[Job, asyncio.Future[Verdict]]] = deque()
+        self._wakeup = asyncio.Event()
+        self._dispatcher: asyncio.Task[None] | None = None
 
     @property
     def stats(self) -> PoolStats:
         self._stats.alive = len(self._all)
+        self._stats.waiting = len(self._pending)
         return self._stats
 
     async def start(self) -> None:
@@ -150,65 +160,86 @@ class WorkerPool:
             return
 
     async def run(self, name: str, response: str, reference: Any, options: dict[str, Any], timeout_s: float) -> Verdict:
-        return (await self.run_batch([Job(name, response, reference, options, timeout_s)]))[0]
+        return await self.submit(Job(name, response, reference, options, timeout_s))
 
     async def run_batch(self, jobs: Sequence[Job]) -> list[Verdict]:
-        """Run jobs in chunks (one pipe round trip per chunk, not per job), each job under its own deadline."""
-        results: list[Verdict | None] = [None] * len(jobs)
-        if self._closed:
-            return [Verdict.unavailable("worker pool is shut down") for _ in jobs]
-        # Enough chunks to keep every worker busy and balance uneven costs; small enough to amortise the IPC.
-        size = max(1, min(self.max_chunk, -(-len(jobs) // (self.size * 4))))
-        indices = list(range(len(jobs)))
-        chunks = [indices[i : i + size] for i in range(0, len(indices), size)]
-        await asyncio.gather(*(self._run_chunk(jobs, chunk, results) for chunk in chunks))
-        return [r if r is not None else Verdict.error("job lost in the worker pool") for r in results]
+        return list(await asyncio.gather(*(self.submit(job) for job in jobs)))
 
-    async def _run_chunk(self, jobs: Sequence[Job], chunk: list[int], results: list[Verdict | None]) -> None:
-        while chunk:
-            self._stats.waiting += 1
-            try:
-                worker = await self._idle.get()
-            finally:
-                self._stats.waiting -= 1
-            self._stats.busy += 1
-            done = 0
-            healthy = False
-            try:
-                await worker.send([(jobs[i].name, jobs[i].response, jobs[i].reference, jobs[i].options) for i in chunk])
-                started = time.perf_counter()
-                for i in chunk:
-                    job = jobs[i]
-                    try:
-                        payload = await asyncio.wait_for(worker.recv(), job.timeout_s)
-                    except asyncio.TimeoutError:
-                        results[i] = Verdict.timeout(
-                            f"check exceeded its {job.timeout_s:g}s deadline; its worker was killed"
-                        )
-                        done += 1
-                        break
-                    verdict = Verdict.from_dict(payload)
-                    now = time.perf_counter()
-                    verdict.elapsed_ms = (now - started) * 1000.0
-                    started = now
-                    results[i] = verdict
+    async def submit(self, job: Job) -> Verdict:
+        """Queue one job. Jobs queued together (a batch, a spec's components, concurrent requests) are coalesced
+        into chunks: one pipe round trip per chunk, each job still under its own deadline."""
+        if self._closed:
+            return Verdict.unavailable("worker pool is shut down")
+        future: asyncio.Future[Verdict] = asyncio.get_running_loop().create_future()
+        self._pending.append((job, future))
+        self._wakeup.set()
+        if self._dispatcher is None or self._dispatcher.done():
+            self._dispatcher = asyncio.create_task(self._dispatch())
+        return await future
+
+    async def _dispatch(self) -> None:
+        while not self._closed:
+            if not self._pending:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            worker = await self._idle.get()
+            await asyncio.sleep(0)  # let submitters of the same tick join this chunk
+            # Spread the backlog over all workers; cap the chunk so one slow job delays few others.
+            n = max(1, min(self.max_chunk, -(-len(self._pending) // self.size)))
+            chunk = [self._pending.popleft() for _ in range(min(n, len(self._pending)))]
+            chunk = [(job, fut) for job, fut in chunk if not fut.cancelled()]
+            if not chunk:
+                self._idle.put_nowait(worker)
+                continue
+            task = asyncio.create_task(self._run_chunk(worker, chunk))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _run_chunk(self, worker: _Worker, chunk: list[tuple[Job, "asyncio.Future[Verdict]"]]) -> None:
+        self._stats.busy += 1
+        done = 0
+        healthy = False
+        try:
+            await worker.send([(j.name, j.response, j.reference, j.options) for j, _ in chunk])
+            started = time.perf_counter()
+            for job, future in chunk:
+                try:
+                    payload = await asyncio.wait_for(worker.recv(), job.timeout_s)
+                except asyncio.TimeoutError:
+                    _resolve(future, Verdict.timeout(
+                        f"check exceeded its {job.timeout_s:g}s deadline; its worker was killed"))
                     done += 1
-                else:
-                    healthy = True
-            except (asyncio.IncompleteReadError, BrokenPipeError, ConnectionResetError):
-                code = worker.proc.returncode
-                results[chunk[done]] = Verdict.error(f"verifier worker died during the check (exit code {code})")
+                    break
+                verdict = Verdict.from_dict(payload)
+                now = time.perf_counter()
+                verdict.elapsed_ms = (now - started) * 1000.0
+                started = now
+                _resolve(future, verdict)
                 done += 1
-            finally:
-                self._stats.busy -= 1
-                if healthy:
-                    self._idle.put_nowait(worker)
-                else:
-                    self._replace_later(worker)
-            chunk = chunk[done:]  # after a kill, the rest of the chunk goes to another worker
+            else:
+                healthy = True
+        except (asyncio.IncompleteReadError, BrokenPipeError, ConnectionResetError):
+            code = worker.proc.returncode
+            _resolve(chunk[done][1], Verdict.error(f"verifier worker died during the check (exit code {code})"))
+            done += 1
+        finally:
+            self._stats.busy -= 1
+            if healthy:
+                self._idle.put_nowait(worker)
+            else:
+                self._replace_later(worker)
+                # The rest of the chunk goes back to the front of the queue for another worker.
+                self._pending.extendleft(reversed(chunk[done:]))
+                if chunk[done:]:
+                    self._wakeup.set()
 
     async def close(self) -> None:
         self._closed = True
+        if self._dispatcher is not None:
+            self._dispatcher.cancel()
+        while self._pending:
+            _resolve(self._pending.popleft()[1], Verdict.unavailable("worker pool is shut down"))
         for task in list(self._tasks):
             task.cancel()
         workers = list(self._all)

@@ -149,6 +149,10 @@ class LengthVerifier(Verifier):
     Options = LengthOptions
     binary = False
 
+    def warm_up(self) -> None:
+        for path in configured_tokenizers().values():
+            _load_tokenizer(path)
+
     def check(self, response: str, reference: Any, options: LengthOptions) -> Verdict:  # type: ignore[override]
         n = measure(response, options.unit, options.tokenizer)
         if options.mode == "dapo":

@@ -116,6 +116,8 @@ class SpecVerifier(Verifier):
     Options = SpecOptions
     execution = "async"
     binary = False
+    # Components enforce their own deadlines; the spec's own only bounds the whole (capped by the server maximum).
+    default_timeout_s = 300.0
 
     def validate(self, options: BaseOptions, registry: Any) -> None:
         validate_components(options, registry)  # type: ignore[arg-type]
@@ -134,6 +136,7 @@ class NamedSpec(Verifier):
     Options = NamedSpecOptions
     execution = "async"
     binary = False
+    default_timeout_s = 300.0
 
     def __init__(self, spec_name: str, spec: SpecOptions) -> None:
         self.name = f"spec:{spec_name}"  # type: ignore[misc]
