@@ -412,6 +412,8 @@ class Candidate:
         if "exc" in reply:
             exc = reply["exc"]
             name, message = (exc[0], exc[1]) if type(exc) is list and len(exc) == 2 else ("Exception", "")
+            if op == "next" and name == "StopIteration":
+                raise StopIteration
             raise _exception_from(str(name), str(message))
         try:
             return from_wire(reply["ok"], lambda rid: RemoteRef(self, rid, op))
