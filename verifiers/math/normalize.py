@@ -152,3 +152,44 @@ def split_condition(answer: str) -> tuple[str, str | None]:
     if not m:
         return answer, None
     return m.group("body").strip(), canonical(m.group("cond")).replace("\\in", "∈")
+
+
+# Commands the LaTeX parser reads; a gold made only of these (and well nested) is a well-formed answer.
+_KNOWN_COMMANDS = frozenset(
+    "frac dfrac tfrac cfrac sqrt pi infty cdot times div pm mp left right le leq ge geq ne neq lt gt in notin cup "
+    "cap setminus emptyset varnothing text textbf textrm mbox mathrm mathbf operatorname begin end sin cos tan cot "
+    "sec csc arcsin arccos arctan sinh cosh tanh log ln exp lg circ degree binom dbinom tbinom ldots dots cdots "
+    "displaystyle quad qquad mid vert lvert rvert lfloor rfloor lceil rceil overline prime "
+    "alpha beta gamma delta epsilon varepsilon zeta eta theta vartheta iota kappa lambda mu nu xi rho sigma tau "
+    "upsilon phi varphi chi psi omega Gamma Delta Theta Lambda Xi Pi Sigma Phi Psi Omega".split()
+)
+_COMMAND = re.compile(r"\\([A-Za-z]+)")
+_EDGE_OP = re.compile(r"(?:^\s*[*/^=,_]|[+\-*/^=,_]\s*$|\\(?:cdot|times|div|frac|sqrt|pm)\s*$)")
+
+
+def well_formed(answer: str) -> bool:
+    """A cheap syntactic check of a gold answer: balanced groups, known commands, no dangling operator.
+
+    Lets an answer identical to the gold be accepted without running the (slow) LaTeX parser on the gold;
+    anything this rejects goes through the real parser, whose failure makes the reference invalid.
+    """
+    s = strip_decorations(unwrap(answer))
+    if not s:
+        return False
+    depth = 0
+    prev = ""
+    for c in s:
+        if c == "{" and prev != "\\":
+            depth += 1
+        elif c == "}" and prev != "\\":
+            depth -= 1
+            if depth < 0:
+                return False
+        prev = c if prev != "\\" else ""
+    if depth or s.count("(") + s.count("[") != s.count(")") + s.count("]"):
+        return False
+    if _EDGE_OP.search(s) or re.search(r"(?:\^|_|\\frac|\\sqrt)\s*\{\s*\}|\{\s*\}\s*$", s):
+        return False
+    if re.search(r"[+\-*/^=]\s*[*/^=]|\\frac\s*(?:\{[^{}]*\})?\s*(?:$|[^\s{\d\\])", s):
+        return False
+    return all(m.group(1) in _KNOWN_COMMANDS for m in _COMMAND.finditer(s))

@@ -12,7 +12,7 @@ from pydantic import Field
 from verifiers.base import BaseOptions, Verifier
 from verifiers.math.extract import boxed_contents, clip_tail, extract, split_alternatives
 from verifiers.math.guards import TooLarge, check_size, hacking_reason
-from verifiers.math.normalize import canonical, split_condition, text_content, unwrap
+from verifiers.math.normalize import canonical, split_condition, text_content, unwrap, well_formed
 from verifiers.math.numeric import Number, numbers_equal, parse_number
 from verifiers.math.symbolic import ParseError, equivalent, is_multi_valued, parse_latex
 from verifiers.types import InvalidReference, Verdict
@@ -34,21 +34,41 @@ class MathOptions(BaseOptions):
     )
 
 
-@dataclass(frozen=True)
+@dataclass
 class Gold:
-    """A reference answer, parsed once (and cached: GRPO sends the same gold with every rollout of a group)."""
+    """A reference answer, read once (and cached: GRPO sends the same gold with every rollout of a group).
+
+    A LaTeX gold that passes the syntactic check is parsed only when a comparison needs it, so answers identical
+    to the gold never pay for the parser; a gold the parser then rejects is an invalid reference.
+    """
 
     text: str
     key: str  # canonical spelling
     number: Number | None
     words: str | None  # a pure-text answer ("Evelyn", "(C)")
-    expr: sympy.Basic | None
     condition: str | None
-    too_large: bool = False
+    _expr: sympy.Basic | None = None
+    _too_large: bool = False
 
     @property
     def letter(self) -> bool:
         return self.words is not None and len(self.words) == 1
+
+    @property
+    def expr(self) -> sympy.Basic:
+        """The parsed gold; raises ``InvalidReference`` when it cannot be parsed or evaluated."""
+        if self._expr is None:
+            try:
+                self._expr = parse_latex(self.text)
+            except ParseError as exc:
+                raise InvalidReference(f"reference {self.text[:80]!r} cannot be parsed: {exc}") from None
+            try:
+                check_size(self._expr)
+            except TooLarge:
+                self._too_large = True
+        if self._too_large:
+            raise InvalidReference("reference is too large to evaluate; only an identical answer could match")
+        return self._expr
 
 
 def _reference_texts(reference: Any) -> list[str]:
@@ -80,21 +100,12 @@ def parse_gold(reference: str) -> Gold:
         raise InvalidReference("reference answer is empty")
     number = parse_number(body)
     words = None if number is not None else text_content(body)
-    expr = None
+    gold = Gold(body, canonical(body), number, words, condition)
     if number is not None:
-        expr = _number_expr(number)
-    elif words is None:
-        try:
-            expr = parse_latex(body)
-        except ParseError as exc:
-            raise InvalidReference(f"reference {reference[:80]!r} cannot be parsed: {exc}") from None
-    too_large = False
-    if expr is not None:
-        try:
-            check_size(expr)
-        except TooLarge:
-            too_large = True
-    return Gold(body, canonical(body), number, words, expr, condition, too_large)
+        gold._expr = _number_expr(number)
+    elif words is None and not well_formed(body):
+        gold.expr  # noqa: B018 - parse now: raises InvalidReference for an unusable gold
+    return gold
 
 
 def _number_expr(number: Number) -> sympy.Basic:
@@ -120,15 +131,12 @@ def compare(gold: Gold, answer: str, rel_tol: float) -> Decision:
         return Decision(False, "condition", note="the answer's quantifier/condition differs from the reference's")
     if canonical(body) == gold.key:
         return Decision(True, "string")
-    if gold.too_large:
-        raise InvalidReference("reference is too large to evaluate; only an identical answer could match")
     number = parse_number(body)
     if gold.number is not None and number is not None:
         return Decision(numbers_equal(gold.number, number, rel_tol), "numeric")
     if gold.words is not None:
         said = text_content(body) or canonical(body).strip("()[]").casefold()
         return Decision(said == gold.words, "text")
-    assert gold.expr is not None
     try:
         expr = _number_expr(number) if number is not None else parse_latex(body)
     except ParseError as exc:
@@ -174,7 +182,7 @@ class MathVerifier(Verifier):
         last: Decision | None = None
         for gold in golds:
             if len(distinct) > 1:
-                if gold.expr is not None and is_multi_valued(gold.expr):
+                if gold.words is None and is_multi_valued(gold.expr):
                     decision = compare(gold, ", ".join(answers), options.rel_tol)
                 else:
                     each = [compare(gold, a, options.rel_tol) for a in answers]
