@@ -5,7 +5,7 @@ import asyncio
 import json
 import sys
 from collections import Counter, deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -77,16 +77,38 @@ class Job:
         return self.out if file_format(self.out) == "jsonl" else self.out.with_name(self.out.name + ".journal.jsonl")
 
 
-async def run_job(job: Job, verify: AsyncVerifyBatch, tally: Tally,
-                  on_progress: Callable[[int], None] = lambda n: None,
-                  on_start: Callable[[int, int], None] = lambda total, done: None) -> None:
-    """Score every row of the input not yet in the journal; chunks run concurrently but commit in input order."""
-    journal = Journal(job.journal_path)
+def pending_rows(job: Job, journal: Journal, tally: Tally,
+                 on_start: Callable[[int, int], None] = lambda total, done: None) -> Iterator[dict[str, Any]]:
+    """Input rows not yet in the journal, with ids, in input order; rows already done are tallied."""
     done: set[Any] = set()
     for row in journal.recover():
         done.add(row_key(row.get(job.spec.id_field)))
         tally.add(row)
     on_start(count_rows(job.input), len(done))
+    seen: set[Any] = set()
+    for index, raw in enumerate(read_rows(job.input)):
+        row = with_id(raw, index, job.spec)
+        key = row_key(row[job.spec.id_field])
+        if key in seen:
+            raise DuplicateId(f"id {key!r} appears twice in {job.input} (row {index}); resuming needs unique "
+                              f"ids: pick another --id-field")
+        seen.add(key)
+        if key not in done:
+            yield row
+
+
+def finish_output(job: Job) -> None:
+    if job.journal_path != job.out:
+        schema = parquet_schema(job.input) if file_format(job.input) == "parquet" else None
+        write_parquet(job.journal_path, job.out, schema)
+        job.journal_path.unlink()
+
+
+async def run_job(job: Job, verify: AsyncVerifyBatch, tally: Tally,
+                  on_progress: Callable[[int], None] = lambda n: None,
+                  on_start: Callable[[int, int], None] = lambda total, done: None) -> None:
+    """Score every row of the input not yet in the journal; chunks run concurrently but commit in input order."""
+    journal = Journal(job.journal_path)
     inflight: deque[asyncio.Task[list[dict[str, Any]]]] = deque()
 
     async def drain(keep: int) -> None:
@@ -97,18 +119,9 @@ async def run_job(job: Job, verify: AsyncVerifyBatch, tally: Tally,
                 tally.add(row)
             on_progress(len(rows))
 
-    seen: set[Any] = set()
     chunk: list[dict[str, Any]] = []
     try:
-        for index, raw in enumerate(read_rows(job.input)):
-            row = with_id(raw, index, job.spec)
-            key = row_key(row[job.spec.id_field])
-            if key in seen:
-                raise DuplicateId(f"id {key!r} appears twice in {job.input} (row {index}); resuming needs unique "
-                                  f"ids: pick another --id-field")
-            seen.add(key)
-            if key in done:
-                continue
+        for row in pending_rows(job, journal, tally, on_start):
             chunk.append(row)
             if len(chunk) >= job.chunk_size:
                 inflight.append(asyncio.create_task(ascore_batch(chunk, job.spec, verify)))
@@ -121,10 +134,29 @@ async def run_job(job: Job, verify: AsyncVerifyBatch, tally: Tally,
         for task in inflight:
             task.cancel()
         journal.close()
-    if job.journal_path != job.out:
-        schema = parquet_schema(job.input) if file_format(job.input) == "parquet" else None
-        write_parquet(job.journal_path, job.out, schema)
-        job.journal_path.unlink()
+    finish_output(job)
+
+
+def run_ray_job(job: Job, tally: Tally, *, address: Optional[str], actors: int, workers: Optional[int],
+                config: Optional[str], on_progress: Callable[[int], None] = lambda n: None,
+                on_start: Callable[[int, int], None] = lambda total, done: None) -> None:
+    """The same job on a Ray cluster (``--ray``): scoring in ray.data actors, journal commits here, in order."""
+    from reward_service.batch.ray_runner import run_on_ray
+
+    journal = Journal(job.journal_path)
+
+    def commit(rows: list[dict[str, Any]]) -> None:
+        journal.commit(rows)
+        for row in rows:
+            tally.add(row)
+        on_progress(len(rows))
+
+    try:
+        run_on_ray(pending_rows(job, journal, tally, on_start), job.spec, commit, address=address, actors=actors,
+                   workers=workers, config=config, chunk_size=job.chunk_size)
+    finally:
+        journal.close()
+    finish_output(job)
 
 
 def _tally_finished_parquet(out: Path, tally: Tally) -> None:
@@ -188,6 +220,9 @@ def score(
     concurrency: int = typer.Option(4, min=1, help="Chunks in flight at once."),
     chunk_size: int = typer.Option(256, min=1, help="Rows per chunk (one journal commit each)."),
     overwrite: bool = typer.Option(False, help="Start over instead of resuming from an existing output."),
+    ray: bool = typer.Option(False, "--ray", help="Score on a Ray cluster with ray.data (embedded runtimes in actors)."),
+    ray_address: Optional[str] = typer.Option(None, help="Ray cluster address (default: RAY_ADDRESS or a local instance)."),
+    ray_actors: int = typer.Option(1, min=1, help="Ray actors, each with its own worker pool of --workers processes."),
 ) -> None:
     """Score a rollout file; killed and restarted with the same arguments, it resumes where it stopped."""
     try:
@@ -223,9 +258,14 @@ def score(
     async def run(verify: AsyncVerifyBatch) -> None:
         await run_job(job, verify, tally, on_progress=lambda n: progress.advance(task, n), on_start=on_start)
 
+    if ray and url:
+        raise typer.BadParameter("--ray scores in-process on the cluster; it cannot be combined with --url")
     try:
         with progress:
-            if url:
+            if ray:
+                run_ray_job(job, tally, address=ray_address, actors=ray_actors, workers=workers, config=config,
+                            on_progress=lambda n: progress.advance(task, n), on_start=on_start)
+            elif url:
                 asyncio.run(_remote(job, url, token, run))
             else:
                 asyncio.run(_embedded(job, config, workers, run))
