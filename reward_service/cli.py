@@ -69,6 +69,11 @@ def verify(
     raise typer.Exit(0 if result["status"] in ("ok", "no_answer", "rejected") else 1)
 
 
+from reward_service.prm_eval import prm_eval  # noqa: E402  (issue 8)
+
+app.command("prm-eval")(prm_eval)
+
+
 from reward_service.cli_audit import audit_app  # noqa: E402  (issue 9)
 
 app.add_typer(audit_app, name="audit")
@@ -77,11 +82,6 @@ app.add_typer(audit_app, name="audit")
 from reward_service.batch.command import score  # noqa: E402  (issue 10)
 
 app.command("score")(score)
-
-
-from reward_service.prm_eval import prm_eval  # noqa: E402  (issue 8)
-
-app.command("prm-eval")(prm_eval)
 
 
 def main() -> None:

@@ -24,8 +24,8 @@ log = logging.getLogger("reward_service.runtime")
 # Backends shared by verifiers, each "module:function" where function(settings) is an async context manager that
 # yields a dict of named resources. A resource with a boolean ``ready`` attribute gates /readyz.
 RESOURCE_FACTORIES: tuple[str, ...] = (
-    "reward_service.reward_models:open_reward_models",
     "reward_service.judge_resources:open_judges",
+    "reward_service.reward_models:open_reward_models",
     "reward_service.calibration_resource:open_calibration",
     "reward_service.sandbox_resource:open_sandbox",
 )

@@ -12,8 +12,8 @@ from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from reward_service.sandbox_models import SandboxLimits, default_caps
-from verifiers.reward_models.spec import ModelSpec
 from verifiers.judges.config import BackendConfig as JudgeBackendConfig
+from verifiers.reward_models.spec import ModelSpec
 
 ENV_PREFIX = "REWARD_SERVICE_"
 

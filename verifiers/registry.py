@@ -14,10 +14,10 @@ from verifiers.base import Verifier
 BUILTIN_MODULES: tuple[str, ...] = (
     "verifiers.judges",
     "verifiers.basic",
-    "verifiers.reward_models.verifiers",
     "verifiers.math.verifier",
     "verifiers.ifeval",
     "verifiers.code",
+    "verifiers.reward_models.verifiers",
     "verifiers.shaping",
     "verifiers.spec",
 )
