@@ -245,6 +245,11 @@ def count_capital_words(text: str) -> int:
 # --- language -----------------------------------------------------------------------------------------------------
 
 
+def load_language_profiles() -> None:
+    """Load langdetect's profiles now (1-2 s), e.g. when a worker starts, instead of inside a check's deadline."""
+    _detector_factory()
+
+
 @functools.lru_cache(maxsize=1)
 def _detector_factory() -> DetectorFactory:
     factory = DetectorFactory()

@@ -10,6 +10,7 @@ from verifiers.ifeval.catalog import Bound, Instruction, bind
 from verifiers.ifeval.extra import EXTRA_INSTRUCTIONS
 from verifiers.ifeval.instructions import IFEVAL_INSTRUCTIONS
 from verifiers.ifeval.loose import loose_variants
+from verifiers.ifeval.textstats import load_language_profiles
 from verifiers.types import InvalidReference, Verdict
 
 CATALOG: dict[str, Instruction] = {i.id: i for i in [*IFEVAL_INSTRUCTIONS, *EXTRA_INSTRUCTIONS]}
@@ -52,7 +53,10 @@ class IfEval(Verifier):
     )
     Options = IfEvalOptions
     binary = False
-    default_timeout_s = 30.0  # a worker's first language check loads langdetect's profiles (1-2 s)
+    default_timeout_s = 30.0  # generous: long responses in loose mode run eight variants through every check
+
+    def warm_up(self) -> None:
+        load_language_profiles()
 
     def check(self, response: str, reference: Any, options: IfEvalOptions) -> Verdict:  # type: ignore[override]
         bound = parse_reference(reference)
