@@ -1,13 +1,21 @@
 """Final-answer extraction from a model's full output.
 
-Methods are tried strongest first and the first one that finds something decides; every result says which
-method found it, so a trainer can see *why* a response scored as it did. Several different final answers are
-kept (not collapsed to the last one): the verifier treats that as hedging.
+Committed final-answer statements (every ``\\boxed{}``, ``#### N``, "the answer is …"/"Answer: …", a bold answer
+on its own line) are collected together, in order, so a response cannot state one answer in a box and another in a
+sentence; a later statement supersedes the earlier ones only after an explicit retraction ("wait", "actually",
+"that is wrong", …). Tentative candidates ("it could be …", "or maybe …") count after the last committed statement,
+or as the answer when there is none. When nothing is stated, weaker methods are tried strongest first (bold, display
+math, inline math, bare LaTeX, plain text, last number). Every result says which method found it, so a trainer can
+see *why* a response scored as it did. Several different final answers are kept (not collapsed to the last one):
+the verifier treats that as hedging.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from verifiers.math.normalize import canonical, unwrap
+from verifiers.math.numeric import parse_number
 
 _BOX = re.compile(r"\\(?:boxed|fbox|framebox)\s*(?:\[[^\]]*\])?\s*")
 _THINK_END = "</think>"
@@ -23,7 +31,8 @@ _INLINE = re.compile(r"(?<![\\$])\$(?P<a>[^$]+?)\$(?!\$)|\\\((?P<b>.+?)\\\)", re
 _LATEX_CMD = re.compile(r"\\(?:d?frac|sqrt|pi|cdot|times|infty|pm|left|right|begin|cup|leq|geq|circ|text)")
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:,\d{3})*(?:\.\d+)?(?:\s*/\s*\d+)?(?![\w])|(?<![\w.])-?\.\d+")
 _CHOICE = re.compile(r"\(([A-J])\)|^\s*([A-J])[.)]?\s*$", re.MULTILINE)
-_SENTENCE_END = re.compile(r"(?<=[^\d\s])\.\s+(?=[A-Z])|\.\s*$")
+# A sentence ends at ". " before a capital (after a digit too: "is 143. I hope it is correct"), never inside 3.14.
+_SENTENCE_END = re.compile(r"(?<=[^\d\s])\.\s+(?=[A-Z])|(?<=\d)\.\s+(?=[A-Z][a-z]|I\s)|\.\s*$")
 
 
 @dataclass
@@ -70,16 +79,7 @@ def _braced(text: str, start: int) -> tuple[str, int] | None:
 
 def boxed_contents(text: str) -> list[str]:
     """Every ``\\boxed{...}`` / ``\\fbox{...}`` body, nested braces kept, in order of appearance."""
-    found: list[str] = []
-    for m in _BOX.finditer(text):
-        group = _braced(text, m.end())
-        if group is not None:
-            found.append(group[0])
-        else:
-            bare = re.match(r"[^\s$.,;]+", text[m.end():])  # \boxed 5
-            if bare and m.group(0).endswith(" "):
-                found.append(bare.group(0))
-    return found
+    return [st.text for st in _box_statements(text)]
 
 
 def _cut_phrase(x: str) -> str:
@@ -115,20 +115,220 @@ def _math_tail(line: str) -> str:
     return tail or line
 
 
+# Between two statements, these withdraw the earlier one (a self-correction, not a second answer).
+_RETRACTION = re.compile(
+    r"\b(?:wait|actually|oops|hold on|scratch that|on second thought|correction|let me (?:re-?check|re-?calculate|"
+    r"re-?examine|re-?consider|re-?do|correct|fix)|(?:i|we) made (?:a|an) (?:mistake|error)|mistake|miscalculat\w*|"
+    r"(?:that|this|it)(?:'s| is| was) (?:wrong|incorrect|not (?:right|correct)))\b",
+    re.IGNORECASE,
+)
+# A statement that adds to the previous ones rather than replacing them.
+_ADDITIVE_BEFORE = re.compile(r"(?:\balso|\balternatively|\bor|\banother)\b[^.\n]{0,30}$", re.IGNORECASE)
+_ADDITIVE_START = re.compile(r"^\s*(?:also|either|alternatively|possibly|perhaps|maybe)\b[\s,:]*", re.IGNORECASE)
+# Candidates the response entertains without committing to them.
+_TENTATIVE = re.compile(
+    r"\b(?:could|might|may)\s+(?:also\s+|possibly\s+|well\s+|instead\s+|even\s+)?be\s+(?P<x>[^\n;]+)"
+    r"|\b(?:or\s+)?(?:maybe|perhaps|possibly)\s+(?:(?:it|the answer)(?:'s|\s+is)\s+)?(?P<y>[^\n;]+)",
+    re.IGNORECASE,
+)
+_STANDALONE_BOLD = re.compile(r"^[ \t]*(?:[-*>][ \t]+)?\*\*(?P<x>[^*\n]{1,200})\*\*[ \t.]*$", re.MULTILINE)
+# "check our answer: …" shows a verification, not an answer.
+_CHECKING = re.compile(
+    r"\b(?:check|checking|verify|verifying|confirm|confirming|test|testing|plug|plugging|substitut\w*)\b[^.\n]*$",
+    re.IGNORECASE,
+)
+# What an "answer is" phrase says when it is not stating a value ("the answer is correct").
+_NOT_VALUES = frozenset(
+    "correct incorrect right wrong reasonable plausible consistent valid invalid confirmed verified indeed not clear "
+    "obvious unique same different below above follows following given unchanged accurate sensible fine good ok "
+    "okay as that this then therefore thus so the an in to approximately about roughly around exactly presented shown "
+    "placed written expressed".split()
+)
+# Where a stated value ends and a sentence about it begins ("4 or 5, depending on interpretation").
+_TRAILING_CLAUSE = re.compile(
+    r"[,;]?\s+(?:depending|since|because|as|if|assuming|given|which|where|when|so|but|though|although|based|"
+    r"according|provided|unless|whichever)\b",
+    re.IGNORECASE,
+)
+_DERIVATION = re.compile(r"=|\\(?:equiv|approx|Rightarrow|implies)\b")
+_MARKED = ("boxed", "gsm8k_hashes")  # statements a response marks as final: strict, never superseded by working
+_WORD = re.compile(r"(?<![\\A-Za-z{])[A-Za-z]{2,}(?![A-Za-z}])")
+_CONNECTIVES = frozenset({"or", "and", "either"})
+
+
+@dataclass
+class Statement:
+    """One place where the response states a final answer."""
+
+    start: int
+    end: int
+    text: str
+    method: str
+    additive: bool = False
+    derived: bool = False  # its value ends a computation ("45/125 = 9/25"): it builds on what came before
+
+
+def answer_like(text: str) -> bool:
+    """Does this read as a value (a number, math, a one-word text answer) rather than a sentence about one?"""
+    body = unwrap(text)
+    if not canonical(body) or not re.search(r"[A-Za-z0-9]", body):
+        return False
+    if parse_number(body) is not None:
+        return True
+    words = [w.lower() for w in _WORD.findall(re.sub(r"\\[A-Za-z]+", " ", body)) if w.lower() not in _CONNECTIVES]
+    if not words:
+        return True
+    return len(words) == 1 and len(body) <= 40 and words[0] not in _NOT_VALUES
+
+
+def _pure_value(text: str) -> bool:
+    """A bold line that is only a value ("**42**"), not a heading ("**Case 1: x > 0**", "**Step 2**")."""
+    body = unwrap(text)
+    return answer_like(body) and not body.endswith(":") and not _WORD.search(re.sub(r"\\[A-Za-z]+", " ", body))
+
+
+def _phrase_statements(section: str) -> list[Statement]:
+    """Every "answer is …" / "Answer: …" that states a value; a phrase ends where the next one starts, so
+    "Answer: The answer is 5" and "the answer is 5. Actually the answer is 6" are each read correctly."""
+    matches = []
+    m = _PHRASE.search(section)
+    while m:
+        matches.append(m)
+        m = _PHRASE.search(section, m.start("x"))
+    out = []
+    for m, nxt in zip(matches, [*matches[1:], None]):
+        start = m.start("x")
+        x = section[start:min(m.end("x"), nxt.start()) if nxt else m.end("x")]
+        if _BOX.search(x) or _CHECKING.search(section, max(0, m.start() - 30), m.start()):
+            continue  # "the answer is \\boxed{5}" (the box is the statement); "we check our answer: 17*44 = 748"
+        additive = bool(_ADDITIVE_START.match(x))
+        got = _TRAILING_CLAUSE.split(_cut_phrase(_ADDITIVE_START.sub("", x, count=1)), maxsplit=1)[0].strip()
+        if got:
+            at = x.find(got)
+            end = start + (at + len(got) if at >= 0 else len(got))
+            value = stated_value(got)
+            out.append(Statement(start, end, value, "answer_phrase", additive, derived=value != got))
+    return out
+
+
+def _box_statements(section: str) -> list[Statement]:
+    out = []
+    for m in _BOX.finditer(section):
+        group = _braced(section, m.end())
+        if group is not None:
+            out.append(Statement(m.start(), group[1], group[0], "boxed"))
+        else:
+            bare = re.match(r"[^\s$.,;]+", section[m.end():])  # \boxed 5
+            if bare and m.group(0).endswith(" "):
+                out.append(Statement(m.start(), m.end() + bare.end(), bare.group(0), "boxed"))
+    return out
+
+
+def committed_statements(section: str) -> list[Statement]:
+    """Boxes, ``#### N``, value-stating answer phrases and bold answers on their own line, in order, with every
+    statement that an explicit retraction withdrew left out. An empty box is an echo of the instructions
+    ("put it within \\boxed{}"), not an answer, when the response states one elsewhere."""
+    found = _box_statements(section)
+    found += [Statement(m.start(), m.end(), m.group(1).strip(), "gsm8k_hashes") for m in _GSM.finditer(section)
+              if _pure_value(m.group(1))]  # "#### 42", not a markdown heading "#### Step 2: …"
+    phrases = _phrase_statements(section)
+    marked = bool(found)
+    # Beside a box or "####", a phrase counts when it states math ("the answer is 5"), not a word ("… is yes").
+    found += [p for p in phrases if answer_like(p.text) and not (marked and text_only(p.text))]
+    found += [Statement(m.start(), m.end(), m.group("x").strip(), "bold") for m in _STANDALONE_BOLD.finditer(section)
+              if _pure_value(m.group("x"))]
+    found.sort(key=lambda st: st.start)
+    for st in found:
+        st.additive = st.additive or bool(_ADDITIVE_BEFORE.search(section[max(0, st.start - 40):st.start]))
+    kept: list[Statement] = []
+    for st in found:
+        if kept and any(st.start < k.start < st.end for k in kept):
+            continue
+        between = section[kept[-1].end:st.start] if kept else ""
+        if kept and not st.additive:
+            if _RETRACTION.search(between):
+                kept = []
+            elif st.derived or _DERIVATION.search(between):  # a sentence's value that later working builds on is a sub-result
+                kept = [k for k in kept if k.method in _MARKED]
+        kept.append(st)
+    if not kept and phrases:  # only sentence-like phrases: the last one, as stated
+        kept = [phrases[-1]]
+    if any(canonical(k.text) for k in kept):
+        kept = [k for k in kept if canonical(k.text)]
+    return kept
+
+
+def text_only(text: str) -> bool:
+    body = unwrap(text)
+    return parse_number(body) is None and bool(_WORD.search(re.sub(r"\\[A-Za-z]+", " ", body)))
+
+
+def stated_value(text: str) -> str:
+    """The value a computation states: the last side of ``P(6,5) = 6!/1! = 720`` or of ``45/125 = 9/25``; an
+    equation that names something (``x = 5``, ``y = 2x + 1``) stays whole."""
+    if len(split_alternatives(text)) > 1:
+        return text
+    sides = [part.strip() for part in re.split(r"(?<![<>!\\])=(?!=)", text)]
+    if len(sides) < 2 or not sides[-1] or not answer_like(sides[-1]) or _depth_changes(text):
+        return text
+    if len(sides) > 2 or not re.search(r"[A-Za-z]", re.sub(r"\\[A-Za-z]+", "", sides[0])):
+        return sides[-1]
+    return text
+
+
+def _depth_changes(text: str) -> bool:
+    """An "=" inside braces or brackets (a set, a tuple of equations) is not a top-level chain."""
+    depth = 0
+    for c in text:
+        depth += c in "{(["
+        depth -= c in "})]"
+        if c == "=" and depth:
+            return True
+    return False
+
+
+def tentative_answers(region: str) -> list[str]:
+    """Values the region only entertains: "it could be 4", "it could also be 5", "or maybe 6"."""
+    matches = []
+    m = _TENTATIVE.search(region)
+    while m:
+        matches.append(m)
+        m = _TENTATIVE.search(region, m.end() - len(m.group("x") or m.group("y") or ""))
+    out = []
+    for m, nxt in zip(matches, [*matches[1:], None]):
+        start = m.start("x") if m.group("x") else m.start("y")
+        text = region[start:min(m.end(), nxt.start()) if nxt else m.end()]
+        got = _cut_phrase(_ADDITIVE_START.sub("", text, count=1)).rstrip(" ,;")
+        got = _TRAILING_CLAUSE.split(got, maxsplit=1)[0].strip()
+        if got and answer_like(got) and not text_only(got):  # "may be rotated" is not a candidate answer
+            out.append(stated_value(got))
+    return out
+
+
+def _method(stated: list[Statement]) -> str:
+    for method in ("boxed", "gsm8k_hashes", "answer_phrase", "bold"):
+        if any(st.method == method for st in stated):
+            return method
+    return stated[-1].method
+
+
 def extract(text: str, *, last_number: bool = True, choice_letters: bool = False) -> Extraction | None:
     """The response's final answer(s), or None when nothing answer-like is found."""
     section = final_section(text)
-    boxes = boxed_contents(section)
-    if boxes:
-        return Extraction(boxes, "boxed")
-    gsm = _GSM.findall(section)
-    if gsm:
-        return Extraction([gsm[-1].strip()], "gsm8k_hashes")
-    phrases = list(_PHRASE.finditer(section))
-    if phrases:
-        got = _cut_phrase(phrases[-1].group("x"))
-        if got:
-            return Extraction([got], "answer_phrase")
+    stated = committed_statements(section)
+    if stated:
+        after = tentative_answers(section[stated[-1].start:])
+        return Extraction([st.text for st in stated] + after, _method(stated))
+    found = _weak_extraction(section, last_number=last_number, choice_letters=choice_letters)
+    last_par = re.split(r"\n\s*\n", section.strip())[-1]
+    candidates = [part for t in tentative_answers(last_par) for part in (split_alternatives(t) or [t])]
+    if len(set(map(canonical, candidates))) > 1:  # "It could be 4; it could also be 5."
+        return Extraction(candidates + (found.answers if found else []), "tentative")
+    return found
+
+
+def _weak_extraction(section: str, *, last_number: bool, choice_letters: bool) -> Extraction | None:
+    """When no final answer is stated: the strongest other signal of one."""
     tail = section.strip()[-600:]
     bolds = _BOLD.findall(tail)
     if bolds:
@@ -183,4 +383,4 @@ def split_alternatives(answer: str) -> list[str]:
             parts.append(answer[last:a])
             last = b
     parts.append(answer[last:])
-    return [p.strip() for p in parts if p.strip()]
+    return [_ADDITIVE_START.sub("", p.strip(), count=1) for p in parts if p.strip()]

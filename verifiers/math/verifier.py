@@ -116,6 +116,15 @@ def _number_expr(number: Number) -> sympy.Basic:
     return sympy.Rational(value.numerator, value.denominator)
 
 
+def _agree(answers: list[str], rel_tol: float) -> bool:
+    """Do several spellings state one value (``\\boxed{3}`` … "Answer: 3.0")? Then a wrong answer is wrong, not a hedge."""
+    try:
+        first = parse_gold(answers[0])
+        return all(compare(first, a, rel_tol).equal for a in answers[1:])
+    except InvalidReference:  # an answer that cannot be read as a value agrees with nothing
+        return False
+
+
 @dataclass
 class Decision:
     equal: bool
@@ -187,9 +196,13 @@ class MathVerifier(Verifier):
                 else:
                     each = [compare(gold, a, options.rel_tol) for a in answers]
                     if not all(d.equal for d in each):
-                        return Verdict.rejected(
-                            f"several different final answers: {', '.join(distinct)[:200]}", method="hedging", **details
-                        )
+                        if any(d.equal for d in each) or not _agree(answers, options.rel_tol):
+                            return Verdict.rejected(
+                                f"several different final answers: {', '.join(distinct)[:200]}", method="hedging",
+                                **details,
+                            )
+                        last = next((d for d in each if not d.equal), each[-1])
+                        continue  # one wrong answer, written several ways
                     decision = each[-1]
             else:
                 decision = compare(gold, answers[-1], options.rel_tol)
