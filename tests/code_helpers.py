@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import gzip
 import json
 from pathlib import Path
@@ -29,6 +30,8 @@ class CodeRunner:
 
     def close(self) -> None:
         self.loop.run_until_complete(self.backend.close())
+        gc.collect()  # finalise the backend's subprocess transports while their loop is still open
+        self.loop.run_until_complete(asyncio.sleep(0))
         self.loop.close()
 
 
