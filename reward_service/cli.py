@@ -52,18 +52,34 @@ def verify(
     config: Optional[str] = typer.Option(None, "--config", help="YAML or TOML settings file."),
 ) -> None:
     """Check one response in-process and print the verdict as JSON."""
+    from pydantic import ValidationError
+
     from reward_service.runtime import Runtime
+    from verifiers.registry import UnknownVerifier
     from verifiers.types import VerifyItem
 
     settings = load_settings(config, workers=1)
-    item = VerifyItem(verifier=verifier, response=response, reference=_parse_json_or_text(reference),
-                      options=json.loads(options))
+    item = VerifyItem(verifier=verifier, response=response, reference=_parse_json_or_text(reference))
 
     async def run() -> dict[str, Any]:
         async with Runtime.open(settings) as runtime:
-            verdict = await runtime.engine.verify(item)
+            try:
+                prepared = runtime.engine.prepare(item)
+            except UnknownVerifier as exc:
+                raise typer.BadParameter(str(exc), param_hint="--verifier") from None
+            except ValidationError as exc:
+                problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:5])
+                raise typer.BadParameter(problems, param_hint="--options") from None
+            verdict = await runtime.engine.verify(prepared)
             return {"verifier": verifier, **verdict.to_dict()}
 
+    try:
+        parsed_options = json.loads(options)
+    except json.JSONDecodeError as exc:
+        raise typer.BadParameter(f"not JSON: {exc}", param_hint="--options") from None
+    if not isinstance(parsed_options, dict):
+        raise typer.BadParameter("must be a JSON object", param_hint="--options")
+    item.options = parsed_options
     result = asyncio.run(run())
     typer.echo(json.dumps(result, indent=2, ensure_ascii=False))
     raise typer.Exit(0 if result["status"] in ("ok", "no_answer", "rejected") else 1)

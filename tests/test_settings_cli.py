@@ -68,3 +68,10 @@ def test_cli_verify_prints_the_verdict() -> None:
     r = run_verify("--verifier", "multiple_choice", "--response", "so (B)", "--reference", "B",
                    "--options", '{"choices": "ABCD"}')
     assert json.loads(r.stdout)["score"] == 1.0
+
+
+def test_cli_verify_bad_input_is_a_usage_error() -> None:
+    r = run_verify("--verifier", "no_such", "--response", "x")
+    assert r.returncode == 2 and "no_such" in r.stderr and "Traceback" not in r.stderr
+    r = run_verify("--verifier", "exact_match", "--response", "x", "--options", '{"bogus": 1}')
+    assert r.returncode == 2 and "bogus" in r.stderr and "Traceback" not in r.stderr
