@@ -8,10 +8,12 @@ from typing import Any
 
 import sympy
 from pydantic import Field
+from sympy.matrices.matrixbase import MatrixBase
 
 from verifiers.base import BaseOptions, Verifier
 from verifiers.math.extract import boxed_contents, clip_tail, extract, split_alternatives
 from verifiers.math.guards import TooLarge, check_size, hacking_reason
+from verifiers.math.shape import compound_shape
 from verifiers.math.normalize import canonical, split_condition, text_content, unwrap, well_formed
 from verifiers.math.numeric import Number, numbers_equal, parse_number
 from verifiers.math.symbolic import ParseError, equivalent, is_multi_valued, parse_latex
@@ -47,6 +49,7 @@ class Gold:
     number: Number | None
     words: str | None  # a pure-text answer ("Evelyn", "(C)")
     condition: str | None
+    shape: str | None = None  # a tuple, interval, union or matrix the LaTeX parser certainly reads as one
     _expr: sympy.Basic | None = None
     _too_large: bool = False
 
@@ -100,7 +103,7 @@ def parse_gold(reference: str) -> Gold:
         raise InvalidReference("reference answer is empty")
     number = parse_number(body)
     words = None if number is not None else text_content(body)
-    gold = Gold(body, canonical(body), number, words, condition)
+    gold = Gold(body, canonical(body), number, words, condition, compound_shape(body) if number is None else None)
     if number is not None:
         gold._expr = _number_expr(number)
     elif words is None and not well_formed(body):
@@ -114,6 +117,11 @@ def _number_expr(number: Number) -> sympy.Basic:
     if number.decimal:
         return sympy.Float(sympy.Rational(value.numerator, value.denominator), 40)
     return sympy.Rational(value.numerator, value.denominator)
+
+
+def _single_valued(expr: sympy.Basic) -> bool:
+    """A scalar gold (a number or formula): compound answers are compared to it only to find them unequal."""
+    return isinstance(expr, sympy.Expr) and not isinstance(expr, MatrixBase)
 
 
 def _agree(answers: list[str], rel_tol: float) -> bool:
@@ -146,6 +154,11 @@ def compare(gold: Gold, answer: str, rel_tol: float) -> Decision:
     if gold.words is not None:
         said = text_content(body) or canonical(body).strip("()[]").casefold()
         return Decision(said == gold.words, "text")
+    # A tuple, interval or matrix never equals one value: decided without parsing the compound side.
+    if number is not None and gold.shape:
+        return Decision(False, "symbolic")
+    if number is None and gold.words is None and compound_shape(body) and _single_valued(gold.expr):
+        return Decision(False, "symbolic")
     try:
         expr = _number_expr(number) if number is not None else parse_latex(body)
     except ParseError as exc:
