@@ -296,3 +296,52 @@ def test_stdio_expected_output_never_enters_the_sandbox(runner: CodeRunner) -> N
     )
     v = runner.verify(program, {"cases": [{"input": "x", "output": SECRET}]})
     assert v.score == 0.0 and "nothing" in v.details["tests"][0]["message"]
+
+
+# Names the tests take from outside the program: Python's builtins and modules, and the reference prompt's helpers
+# (found by running the code-harness probe audit on HumanEval: /32 and /38 scored 1.0 before the judge kept them).
+PROMPTED = {
+    "prompt": "import math\n\n\ndef encode(s: str) -> str:\n    return s[::-1] + 'x'\n\n\ndef decode(s: str) -> str:\n"
+              "    \"\"\"Inverse of encode.\"\"\"\n",
+    "test": "import math\n\n\ndef check(candidate):\n    for word in ['ab', 'xyz']:\n"
+            "        assert candidate(encode(word)) == word\n    assert math.isclose(len(candidate(encode('q'))), 1)\n",
+    "entry_point": "decode",
+}
+LOOPED = {
+    "test": "def check(candidate):\n    for n in range(5):\n        assert candidate(n) == n * n\n"
+            "    assert abs(candidate(1.5) - 2.25) < 1e-9\n    assert sorted(candidate(-2) for _ in range(1)) == [4]\n",
+    "entry_point": "square",
+}
+SHADOW_ATTACKS = {
+    "prompt helper redefined": (PROMPTED, "def encode(s):\n    return s\ndef decode(s):\n    return s\n"),
+    "prompt helper redefined, module faked": (
+        PROMPTED, "class math:\n    isclose = staticmethod(lambda *a, **k: True)\n"
+                  "def encode(s):\n    return s\ndef decode(s):\n    return s\n"),
+    "builtins shadowed": (LOOPED, "range = lambda *a: []\nabs = lambda x: 0\nsorted = lambda *a, **k: [4]\n"
+                                  "def square(x):\n    return None\n"),
+    "builtin shadowed in asserts": ({"test_list": ["assert len(f(3)) == 3", "assert set(f(2)) == set([0, 1])"]},
+                                    "def len(x):\n    return 3\ndef set(*a):\n    return 1\ndef f(n):\n    return None\n"),
+    "module replaced in sys.modules": (
+        PROMPTED, "import sys, types\nm = types.ModuleType('math')\nm.isclose = lambda *a, **k: True\n"
+                  "sys.modules['math'] = m\nmath = m\ndef decode(s):\n    return s\n"),
+}
+
+
+@pytest.mark.parametrize("reference,program", SHADOW_ATTACKS.values(), ids=SHADOW_ATTACKS.keys())
+def test_redefining_names_the_tests_use_passes_nothing(runner: CodeRunner, reference: dict, program: str) -> None:
+    v = runner.verify(program, reference)
+    assert v.status == Status.OK and v.score == 0.0, v.details["tests"]
+
+
+def test_the_tests_still_see_the_programs_own_names(runner: CodeRunner) -> None:
+    """The other side of the rule: honest programs keep working, including a function under test named like a
+    builtin (MBPP 126 ``sum``) and modules the program imported for the tests."""
+    honest = "def decode(s):\n    return s[:-1][::-1]\n"
+    assert runner.verify(honest, PROMPTED).score == 1.0
+    assert runner.verify("def square(x):\n    return x * x\n", LOOPED).score == 1.0
+    named_sum = {"test_list": ["assert sum(10, 15) == 6", "assert sum(100, 150) == 93"]}
+    program = ("import math\ndef sum(a, b):\n    s = 0\n    for i in range(1, min(a, b)):\n"
+               "        if a % i == 0 and b % i == 0:\n            s += i\n    return s\n")
+    assert runner.verify(program, named_sum).score == 1.0
+    uses_module = {"test_list": ["assert math.isclose(area(2), 4 * math.pi)"]}
+    assert runner.verify("import math\ndef area(r):\n    return math.pi * r * r\n", uses_module).score == 1.0

@@ -5,6 +5,7 @@ import random
 from typing import TYPE_CHECKING, Any
 
 from verifiers.audit.attacks import FAMILIES, Target, default_families, entry_point, gold_text, wrong_answers
+from verifiers.audit.harness_attacks import HARNESS_FAMILIES, code_facts
 from verifiers.audit.rows import AuditInputError, audit_header, clip, count_statuses, is_positive, run_items
 from verifiers.calibration.rates import wilson
 from verifiers.types import VerifyItem
@@ -25,8 +26,11 @@ def generate(
     rng = random.Random(seed)
     golds = [gold_text(r) for r in references]
     out = []
+    harness = any(f in HARNESS_FAMILIES or f == "code_harness" for f in families)
     for row, (reference, gold) in enumerate(zip(references, golds)):
-        target = Target(gold, wrong_answers(gold, golds, rng), entry_point(reference), rng)
+        entry = entry_point(reference)
+        facts = code_facts(reference, entry) if harness else None
+        target = Target(gold, wrong_answers(gold, golds, rng), entry, rng, facts)
         for family in families:
             probes = FAMILIES[family](target)
             if per_family is not None and len(probes) > per_family:

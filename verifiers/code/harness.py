@@ -447,6 +447,23 @@ def _import_trusted(name):
         return None
 
 
+def admit_names(names, subjects):
+    """The program's names as the test code sees them. A name Python itself provides (``range``, ``set``, ``abs``,
+    ``math``) stays the judge's own unless the tests take it from the program (a function under test named ``sum``):
+    otherwise ``def range(*a): return []`` empties every test loop and a fake ``math.isclose`` agrees with anything.
+    A standard-library module name always means the judge's own import of that module."""
+    stdlib = getattr(sys, "stdlib_module_names", frozenset())
+    admitted = {}
+    for name, value in names.items():
+        if name in subjects or not (hasattr(builtins, name) or name in stdlib):
+            admitted[name] = value
+        elif name in stdlib and type(value) is type(sys):  # only where the program imported a module
+            module = _import_trusted(name)
+            if module is not None:
+                admitted[name] = module
+    return admitted
+
+
 def _untrusted_path_entry(entry):
     """The work dir (and anything under it) is writable by the candidate: the judge must never import from it."""
     cwd = os.path.realpath(os.getcwd())
@@ -493,7 +510,7 @@ class Judge:
         except CandidateGone as exc:
             self.broken = str(exc)
             raise
-        self.namespace.update(names)
+        self.namespace.update(admit_names(names, self.job.get("subjects") or ()))
         setup = self.job.get("setup") or ""
         if setup:
             exec(compile(setup, "<test setup>", "exec"), self.namespace)

@@ -8,6 +8,7 @@ becomes ``assert __eq__check(a, b)`` so a failure can say what the candidate ret
 from __future__ import annotations
 
 import ast
+import builtins
 import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -31,7 +32,8 @@ class TestPlan:
     weights: list[float]
     timeout_s: float | None  # per test, from the reference (None: the option's default)
     judge_code: str = ""  # function/asserts: the rewritten test code the judge executes
-    setup: str = ""  # asserts: MBPP test_setup_code, run by the judge after the program loaded
+    setup: str = ""  # reference code the judge runs after the program loaded (MBPP setup, the prompt's helpers)
+    subjects: list[str] = field(default_factory=list)  # names the tests take from the program even if builtins
     entry_point: str | None = None
     prompt: str | None = None
     cases: list[Case] = field(default_factory=list)
@@ -79,6 +81,36 @@ def _parse(source: str, what: str) -> ast.Module:
         return ast.parse(source)
     except SyntaxError as exc:
         raise InvalidReference(f"{what} is not valid Python: {exc.msg} (line {exc.lineno})") from None
+
+
+def prompt_helpers(prompt: str | None, entry: str) -> str:
+    """The prompt without the entry point's stub: its imports and helpers (HumanEval/32 ``poly``, /38
+    ``encode_cyclic``) are part of the reference, so the judge defines them itself, after the program's names; a
+    program redefining ``encode_cyclic`` as the identity only changes its own copy. "" when the prompt is no module."""
+    if not prompt:
+        return ""
+    try:
+        module = ast.parse(prompt)
+    except SyntaxError:
+        return ""
+    module.body = [s for s in module.body if not (isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == entry)]
+    return ast.unparse(module) if module.body else ""
+
+
+def assert_subjects(module: ast.Module, setup: str) -> list[str]:
+    """The functions MBPP asserts test: the names they call that neither Python nor the tests' imports and setup
+    provide. A builtin name counts only when the asserts call nothing else (MBPP 126 names its function ``sum``)."""
+    bound = {n.asname or n.name.split(".")[0] for node in ast.walk(module) if isinstance(node, (ast.Import, ast.ImportFrom))
+             for n in node.names}
+    setup_tree = ast.parse(setup) if setup else ast.Module([], [])
+    bound |= {n.id for n in ast.walk(setup_tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    bound |= {n.name for n in ast.walk(setup_tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))}
+    bound |= {n.asname or n.name.split(".")[0] for node in ast.walk(setup_tree)
+              if isinstance(node, (ast.Import, ast.ImportFrom)) for n in node.names}
+    called = sorted({n.func.id for n in ast.walk(module) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+                    - bound - {"__eq__check", "__unit__"})
+    own = [name for name in called if not hasattr(builtins, name)]
+    return own or called
 
 
 def _function_plan(ref: dict[str, Any]) -> tuple[str, list[str], str]:
@@ -177,11 +209,12 @@ def build_plan(reference: Any) -> TestPlan:
         if prompt is not None and not isinstance(prompt, str):
             raise InvalidReference("'prompt' must be a string")
         return TestPlan("function", "python", names, _weights(reference, len(names)), timeout_s,
-                        judge_code=code, entry_point=entry, prompt=prompt)
+                        judge_code=code, entry_point=entry, prompt=prompt, setup=prompt_helpers(prompt, entry),
+                        subjects=[entry])
     if kinds[0] == "test_list":
         code, names, setup = _asserts_plan(reference)
         return TestPlan("asserts", "python", names, _weights(reference, len(names)), timeout_s,
-                        judge_code=code, setup=setup)
+                        judge_code=code, setup=setup, subjects=assert_subjects(ast.parse(code), setup))
     cases = _cases(reference)
     compare = reference.get("compare", "tokens")
     if compare not in ("exact", "tokens", "float"):

@@ -106,6 +106,7 @@ class Code(Verifier):
             "program": program,
             "tests": plan.judge_code,
             "setup": plan.setup,
+            "subjects": plan.subjects,
             "timeouts": timeouts,
             "stop_on_first_failure": options.stop_on_first_failure,
         }
