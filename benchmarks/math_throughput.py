@@ -45,11 +45,13 @@ def ours_check(pair: tuple[str, str, bool]) -> bool:
 
 
 def clear_caches() -> None:
+    from verifiers.math.normalize import canonical
     from verifiers.math.symbolic import parse_latex
     from verifiers.math.verifier import parse_gold
 
     parse_gold.cache_clear()
     parse_latex.cache_clear()
+    canonical.cache_clear()
 
 
 def timed(fn, pairs) -> tuple[float, list[bool]]:

@@ -7,6 +7,7 @@ and percent signs, a trailing full stop.
 """
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -75,6 +76,7 @@ def text_content(s: str) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=16384)  # hedging checks read the same statements several times
 def canonical(text: str) -> str:
     """The spelling used for the exact/normalised string test."""
     s = strip_decorations(unwrap(text))
