@@ -40,7 +40,7 @@ def code_facts(reference: Any, fallback_entry: str) -> CodeFacts:
         return CodeFacts(["main"], plan.count)
     tree = ast.parse(plan.judge_code)
     used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
-    helpers = sorted(_defined(plan.setup))
+    helpers = sorted(_defined(plan.setup) & used)  # only helpers the tests call are worth redefining
     test_builtins = sorted(n for n in used if hasattr(builtins, n) and not n.startswith("_") and n[0].islower())
     modules = sorted(n for n in used | {a.value.id for a in ast.walk(tree) if isinstance(a, ast.Attribute)
                                         and isinstance(a.value, ast.Name)} if n in sys.stdlib_module_names)
@@ -112,8 +112,11 @@ OMNI_METHODS = (
     "    def __contains__(self, item): return True\n    def __abs__(self): return 0\n"
     "    def __sub__(self, other): return 0\n    __rsub__ = __sub__\n"
 )
-OMNI_BASES = {"object": "()", "int": "(0)", "float": "(0.0)", "str": "('')", "list": "()", "tuple": "()",
-              "dict": "()", "frozenset": "()"}
+# Subclasses of plain types reach the tests as their plain value, so each starts from a value no test expects
+# (0 or 0.0 would equal False, an empty list an empty answer: right by Python's equality, not by a harness bypass).
+OMNI_BASES = {"object": "()", "int": "(-987654321)", "float": "(float('nan'))", "str": "('\\x00wrong')",
+              "list": "(['\\x00wrong'])", "tuple": "(('\\x00wrong',))", "dict": "({'\\x00wrong': 0})",
+              "frozenset": "({'\\x00wrong'})"}
 
 
 def harness_always_equal(f: CodeFacts, rng: Any) -> list[Probe]:
