@@ -15,7 +15,12 @@ from typing import Any
 
 import httpx
 
-from benchmarks._common import SHARED_DATA, service
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks._common import SHARED_DATA, service  # noqa: E402
 
 
 def load(limit: int | None) -> list[dict[str, Any]]:
