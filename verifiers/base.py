@@ -49,11 +49,19 @@ class Verifier:
     execution: ClassVar[Literal["process", "async"]] = "process"
     # True when scores are 0/1 verdicts (noise correction applies only to those).
     binary: ClassVar[bool] = True
+    # Process-mode verifiers whose check is linear in its input and cannot hang (no user-supplied patterns, no
+    # parsers with super-linear corners) may run on the event loop when the response and reference are at most this
+    # many characters, skipping the worker hop; 0 keeps every check in the killable worker pool.
+    inline_max_chars: ClassVar[int] = 0
     # Deadline when the request gives none (None: the server's item_timeout_s); always capped by the server.
     default_timeout_s: ClassVar[float | None] = None
 
     def parse_options(self, raw: dict[str, Any] | None) -> BaseOptions:
         return self.Options.model_validate(raw or {})
+
+    def inline_ok(self, options: BaseOptions) -> bool:
+        """Whether these options keep the check cheap enough to run inline (see ``inline_max_chars``)."""
+        return True
 
     def warm_up(self) -> None:
         """Load what the first check would otherwise load (data files, tokenizers); run once per worker at start."""

@@ -34,6 +34,7 @@ class ExactMatch(Verifier):
     name = "exact_match"
     description = "Response equals the reference (or any of a list of references) after normalisation."
     Options = ExactMatchOptions
+    inline_max_chars = 20_000  # normalisation is linear; no user-supplied pattern
 
     def check(self, response: str, reference: Any, options: ExactMatchOptions) -> Verdict:  # type: ignore[override]
         refs = _references(reference)
@@ -90,7 +91,8 @@ _MC_PATTERNS = [
     ("option_is", r"(?:correct|right|best)\s+(?:option|choice|answer)\s+is\s*[\*\(\[]*\s*(?P<x>(?-i:[A-Z]))\b(?![\w'])"),
     ("bold", r"\*\*\s*\(?(?P<x>[A-Z])\)?[\.\):]?\s*\*\*"),
     ("parenthesised", r"\((?P<x>[A-Z])\)"),
-    ("bare", r"^\s*(?P<x>[A-Z])[\.\)]?\s*$"),
+    # [ \t] not \s: a line-bounded scan (\s under MULTILINE spans newlines and goes quadratic on blank lines).
+    ("bare", r"^[ \t]*(?P<x>[A-Z])[\.\)]?[ \t]*$"),
 ]
 
 
@@ -98,6 +100,7 @@ class MultipleChoice(Verifier):
     name = "multiple_choice"
     description = "Extract the chosen letter from free text and compare it with the reference letter."
     Options = MultipleChoiceOptions
+    inline_max_chars = 20_000  # fixed patterns without nested quantifiers: linear scans
 
     def check(self, response: str, reference: Any, options: MultipleChoiceOptions) -> Verdict:  # type: ignore[override]
         choices = options.choices.upper()

@@ -79,8 +79,30 @@ class Engine:
         return verdict
 
     async def verify_many(self, items: Sequence[VerifyItem | Prepared]) -> list[Verdict]:
+        prepared = [i if isinstance(i, Prepared) else self.prepare(i) for i in items]
+        out: list[Verdict | None] = [None] * len(prepared)
+        waiting: list[int] = []
+        for i, p in enumerate(prepared):
+            if self._runs_inline(p):
+                out[i] = await self.verify(p)  # completes without suspending: no task per item
+            else:
+                waiting.append(i)
         # Concurrent process-mode items are coalesced into chunks by the pool, so a plain gather batches them.
-        return list(await asyncio.gather(*(self.verify(item) for item in items)))
+        for i, verdict in zip(waiting, await asyncio.gather(*(self.verify(prepared[i]) for i in waiting))):
+            out[i] = verdict
+        return [v for v in out if v is not None]
+
+    def _runs_inline(self, p: Prepared) -> bool:
+        """Cheap, linear-time checks on small inputs skip the process hop (see ``Verifier.inline_max_chars``)."""
+        limit = p.verifier.inline_max_chars
+        return (
+            p.verifier.execution == "process"
+            and limit > 0
+            and len(p.item.response) <= limit
+            and (not isinstance(p.item.reference, str) or len(p.item.reference) <= limit)
+            and p.verifier.inline_ok(p.options)
+            and not wants_postprocess(p.options)
+        )
 
     @staticmethod
     def _wire_options(p: Prepared) -> dict[str, Any]:
@@ -91,6 +113,8 @@ class Engine:
         verifier = p.verifier
         try:
             if verifier.execution == "process":
+                if self._runs_inline(p):
+                    return verifier.check(p.item.response, p.item.reference, p.options)
                 if self.pool is not None:
                     return await self.pool.run(
                         verifier.name, p.item.response, p.item.reference, self._wire_options(p), timeout

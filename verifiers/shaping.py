@@ -70,6 +70,10 @@ class FormatVerifier(Verifier):
     name = "format"
     description = "The response follows a required template (<think>…</think> then an answer) or a regex."
     Options = FormatOptions
+    inline_max_chars = 20_000
+
+    def inline_ok(self, options: BaseOptions) -> bool:
+        return options.regex is None  # type: ignore[attr-defined]  # a caller's regex may backtrack: pool only
 
     def check(self, response: str, reference: Any, options: FormatOptions) -> Verdict:  # type: ignore[override]
         if options.regex is not None:
@@ -148,6 +152,10 @@ class LengthVerifier(Verifier):
     description = "Length penalty in [-1, 0]: DAPO soft overlong punishment, or a linear / cosine ramp."
     Options = LengthOptions
     binary = False
+    inline_max_chars = 100_000
+
+    def inline_ok(self, options: BaseOptions) -> bool:
+        return options.unit != "tokens"  # type: ignore[attr-defined]  # tokenizers live in the workers
 
     def warm_up(self) -> None:
         for path in configured_tokenizers().values():
@@ -230,6 +238,7 @@ class RepetitionVerifier(Verifier):
     description = "N-gram repetition penalty in [-max_penalty, 0]: minus the share of n-grams that are repeats."
     Options = RepetitionOptions
     binary = False
+    inline_max_chars = 20_000
 
     def check(self, response: str, reference: Any, options: RepetitionOptions) -> Verdict:  # type: ignore[override]
         tokens = response.split() if options.unit == "words" else list(response)

@@ -7,7 +7,6 @@ infrastructure failure must never quietly become part of a reward.
 """
 from __future__ import annotations
 
-import asyncio
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -106,8 +105,8 @@ async def run_spec(options: SpecOptions, response: str, reference: Any, ctx: Any
                    options=c.options)
         for c in options.components
     ]
-    verdicts = await asyncio.gather(*(ctx.engine.verify(item) for item in items))
-    return combine(options.components, list(verdicts), options.normalize)
+    verdicts = await ctx.engine.verify_many(items)  # cheap components inline, the rest concurrently
+    return combine(options.components, verdicts, options.normalize)
 
 
 class SpecVerifier(Verifier):
