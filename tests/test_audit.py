@@ -90,12 +90,12 @@ def test_probe_audit_of_exact_match_has_no_false_positives(engine: Engine) -> No
                for name, s in report["families"].items())
 
 
-def test_multiple_choice_hedge_leak_is_reported(engine: Engine) -> None:
-    """A real finding of the probe audit: 'The answer is B or C.' is read as choosing B."""
-    report = asyncio.run(probe_audit(engine, "multiple_choice", [{"reference": "B"}], families=["hedged"]))
+def test_multiple_choice_hedges_are_no_longer_rewarded(engine: Engine) -> None:
+    """The probe audit once found 'The answer is B or C.' read as choosing B; the hedged family must now be clean."""
+    report = asyncio.run(probe_audit(engine, "multiple_choice", [{"reference": "B"}, {"reference": "D"}],
+                                     families=["hedged"]))
     hedged = report["families"]["hedged"]
-    assert hedged["n"] == 14 and hedged["fp"] >= 1
-    assert any("B or C" in e["response"] for e in hedged["examples"])
+    assert hedged["n"] == 28 and hedged["fp"] == 0, hedged["examples"]
 
 
 def test_attack_generators_are_wrong_and_well_formed() -> None:

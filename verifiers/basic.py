@@ -85,15 +85,35 @@ class MultipleChoiceOptions(BaseOptions):
 
 
 # Patterns that state a final choice, strongest first. Each captures the letter(s) in group "x".
+# Each run of optional filler is ONE quantified group over disjoint alternatives: adjacent optional runs such as
+# \s*(?:option\s*)?\s* backtrack quadratically on long whitespace, which a response can be full of.
 _MC_PATTERNS = [
-    ("boxed", r"\\boxed\{\s*\(?(?P<x>[A-Z])\)?\s*\}"),
-    ("answer_is", r"(?:final\s+)?answer\s*(?:is|:)\s*(?:option\s*)?[\*\(\[]*\s*(?P<x>(?-i:[A-Z]))\b(?![\w'])"),
-    ("option_is", r"(?:correct|right|best)\s+(?:option|choice|answer)\s+is\s*[\*\(\[]*\s*(?P<x>(?-i:[A-Z]))\b(?![\w'])"),
-    ("bold", r"\*\*\s*\(?(?P<x>[A-Z])\)?[\.\):]?\s*\*\*"),
+    ("boxed", r"\\boxed\{[ \t]*\(?(?P<x>[A-Z])\)?[ \t]*\}"),
+    ("answer_is", r"(?:final\s+)?answer\s*(?:is|:)(?:\s|option|[\*\(\[])*(?P<x>(?-i:[A-Z]))\b(?![\w'])"),
+    ("option_is", r"(?:correct|right|best)\s+(?:option|choice|answer)\s+is(?:\s|[\*\(\[])*(?P<x>(?-i:[A-Z]))\b(?![\w'])"),
+    ("bold", r"\*\*[ \t]*\(?(?P<x>[A-Z])\)?[\.\):]?[ \t]*\*\*"),
     ("parenthesised", r"\((?P<x>[A-Z])\)"),
     # [ \t] not \s: a line-bounded scan (\s under MULTILINE spans newlines and goes quadratic on blank lines).
     ("bare", r"^[ \t]*(?P<x>[A-Z])[\.\)]?[ \t]*$"),
 ]
+
+
+# A stated choice followed by more letters ("B or C", "B, C", "B and/or D", "(B)/(C)") names several answers.
+_ONE_MORE = re.compile(
+    r"(?:\s|\))*(?:,|/|&|\bor\b|\band\b|\band/or\b)(?:\s|option|\()*([A-Z])\)?"
+    r"(?=\s*(?:$|[.,;:!?/&]|\bor\b|\band\b))"  # a letter, not a word ("... and I am sure")
+)
+
+
+def _alternatives(response: str, pattern: str, flags: int, choices: str) -> list[str]:
+    """Letters chained onto a stated choice: each is another claimed answer (hedging)."""
+    extra: list[str] = []
+    for m in re.finditer(pattern, response, flags):
+        pos = m.end()
+        while (more := _ONE_MORE.match(response, pos)) is not None and more.group(1) in choices:
+            extra.append(more.group(1))
+            pos = more.end()
+    return extra
 
 
 class MultipleChoice(Verifier):
@@ -115,6 +135,8 @@ class MultipleChoice(Verifier):
                 continue
             if method in ("parenthesised", "bare"):
                 found = found[-1:]  # a parenthesised letter in reasoning is only the last one's claim
+            else:
+                found += _alternatives(response, pattern, flags, choices)
             distinct = sorted(set(found))
             if len(distinct) > 1:
                 return Verdict.rejected(
