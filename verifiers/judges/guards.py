@@ -65,16 +65,23 @@ class GuardResult:
 
 
 def boxed_answers(text: str) -> list[str]:
-    """Contents of every \\boxed{...}, with nested braces."""
-    found = []
-    for match in re.finditer(r"\\(?:boxed|fbox)\s*\{", text):
-        depth, i = 1, match.end()
-        while i < len(text) and depth:
-            depth += {"{": 1, "}": -1}.get(text[i], 0)
-            i += 1
-        if depth == 0:
-            found.append(text[match.end(): i - 1])
-    return found
+    """Contents of every closed \\boxed{...} / \\fbox{...}, with nested braces, in order of appearance.
+
+    One pass with a brace stack: rescanning from every opening (the obvious way) is quadratic, and this runs on the
+    event loop, where a response of thousands of unclosed ``\\boxed{`` would stall the whole server."""
+    opens = {m.end() for m in re.finditer(r"\\(?:boxed|fbox)\s*\{", text)}  # just after each box's "{"
+    if not opens:
+        return []
+    found: list[tuple[int, str]] = []
+    stack: list[int] = []  # content start of a box, or -1 for a plain brace
+    for i, ch in enumerate(text):
+        if ch == "{":
+            stack.append(i + 1 if i + 1 in opens else -1)
+        elif ch == "}" and stack:
+            start = stack.pop()
+            if start >= 0:
+                found.append((start, text[start:i]))
+    return [content for _, content in sorted(found)]
 
 
 def _norm_answer(text: str) -> str:

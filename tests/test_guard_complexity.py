@@ -1,0 +1,36 @@
+"""Guards that run on the event loop must stay linear: a hostile response must not stall the server."""
+from __future__ import annotations
+
+import random
+import re
+
+from verifiers.judges.guards import boxed_answers, check_response
+
+
+def boxed_by_rescanning(text: str) -> list[str]:
+    """Brute-force reference: from every opening, count braces to its close."""
+    found = []
+    for match in re.finditer(r"\\(?:boxed|fbox)\s*\{", text):
+        depth, i = 1, match.end()
+        while i < len(text) and depth:
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        if depth == 0:
+            found.append(text[match.end(): i - 1])
+    return found
+
+
+def test_boxed_answers_matches_the_brute_force_reference() -> None:
+    rng = random.Random(0)
+    alphabet = ["\\boxed{", "\\fbox {", "{", "}", "a", "1", " ", "\\boxed {"]
+    for _ in range(5000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 14)))
+        assert boxed_answers(text) == boxed_by_rescanning(text), text
+    assert boxed_answers("x \\boxed{\\frac{1}{2}} and \\fbox{3}") == ["\\frac{1}{2}", "3"]
+
+
+def test_unclosed_box_flood_is_handled() -> None:
+    flood = "\\boxed{" * 2800  # ~20k characters: the default judge limit
+    assert boxed_answers(flood) == []
+    result = check_response(flood + " 42", max_chars=20_000)
+    assert result.code == "gibberish"  # refused as degenerate repetition, without a judge call
