@@ -34,3 +34,30 @@ def test_unclosed_box_flood_is_handled() -> None:
     assert boxed_answers(flood) == []
     result = check_response(flood + " 42", max_chars=20_000)
     assert result.code == "gibberish"  # refused as degenerate repetition, without a judge call
+
+
+def test_code_fence_scan_is_linear_and_unchanged() -> None:
+    """Possessive fence patterns find exactly what the backtracking ones found, and floods do not hang."""
+    from verifiers.code import extract
+
+    old_fence = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([^\s`{]*)[^\n]*\n", re.M)
+
+    def old_blocks(text: str) -> list[tuple[str, str]]:
+        blocks, pos = [], 0
+        while (opening := old_fence.search(text, pos)) is not None:
+            fence, tag = opening.group(1), opening.group(2).lower()
+            closing = re.compile(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$", re.M)
+            end = closing.search(text, opening.end())
+            blocks.append((tag, text[opening.end(): end.start() if end else len(text)]))
+            if end is None:
+                break
+            pos = end.end()
+        return blocks
+
+    rng = random.Random(1)
+    alphabet = ["```", "````", "~~~", "python", "py", " ", "\t", "\n", "x = 1", "`", "{"]
+    for _ in range(5000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 16)))
+        assert extract._blocks(text) == old_blocks(text), text
+    for flood in ("`" * 200_000, "```" + " " * 200_000, "```python\n" * 20_000):
+        extract.extract_program(flood)

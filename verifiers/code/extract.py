@@ -21,7 +21,10 @@ ALIASES: dict[str, tuple[str, ...]] = {
 }
 _CANONICAL = {alias: name for name, aliases in ALIASES.items() for alias in aliases}
 
-_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([^\s`{]*)[^\n]*\n", re.M)
+# Possessive quantifiers (Python 3.11): no backtracking into the fence or its padding, so a line of 100k backticks
+# or spaces is one linear scan (this runs on the event loop). Giving characters back could never produce another
+# match: whatever the fence run gives up, the info-string part ([^\n]*) would take anyway.
+_FENCE = re.compile(r"^[ \t]*+(`{3,}+|~{3,}+)[ \t]*+([^\s`{]*+)[^\n]*+\n", re.M)
 
 
 @dataclass
@@ -43,7 +46,7 @@ def _blocks(text: str) -> list[tuple[str, str]]:
         if opening is None:
             return blocks
         fence, tag = opening.group(1), opening.group(2).lower()
-        closing = re.compile(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$", re.M)
+        closing = re.compile(rf"^[ \t]*+{re.escape(fence[0])}{{{len(fence)},}}+[ \t]*+$", re.M)
         end = closing.search(text, opening.end())
         body_end = end.start() if end else len(text)
         blocks.append((tag, text[opening.end():body_end]))
