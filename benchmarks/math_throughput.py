@@ -5,9 +5,8 @@ gold against the next problem's solution (a wrong pair). Every configuration is 
 half of MATH-500 and timed on the pairs of the second half, so parser internals (ANTLR, sympy) are warm as in a
 running service while no timed gold was seen before (our per-worker gold cache only helps within a pass, as in a
 GRPO group). Figures are pairs/s and the ratio ours / math-verify:
-- single worker: both in this process, one pair after another;
-- full pool: ours through ``verifiers.pool.WorkerPool`` (one worker per core), math-verify through a
-  ``multiprocessing.Pool`` of the same size.
+- single worker and full pool: ours through ``verifiers.pool.WorkerPool``, math-verify through a
+  ``multiprocessing.Pool`` of the same size, each in fresh processes (best of ``--rounds``).
 Run: python -m benchmarks.math_throughput [--workers N]
 """
 from __future__ import annotations
@@ -55,22 +54,6 @@ def ours_check(pair: tuple[str, str, bool]) -> bool:
     return verifier.check(pair[0], pair[1], verifier.parse_options({})).score == 1.0
 
 
-def clear_caches() -> None:
-    from verifiers.math.normalize import canonical
-    from verifiers.math.symbolic import parse_latex
-    from verifiers.math.verifier import parse_gold
-
-    parse_gold.cache_clear()
-    parse_latex.cache_clear()
-    canonical.cache_clear()
-
-
-def timed(fn, pairs) -> tuple[float, list[bool]]:
-    started = time.perf_counter()
-    out = [fn(p) for p in pairs]
-    return len(pairs) / (time.perf_counter() - started), out
-
-
 async def pool_rate(warm: list[tuple[str, str, bool]], pairs: list[tuple[str, str, bool]], workers: int) -> float:
     from verifiers.pool import WorkerPool
 
@@ -96,29 +79,29 @@ def mv_pool_rate(warm: list[tuple[str, str, bool]], pairs: list[tuple[str, str, 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--rounds", type=int, default=3, help="Repeat each measurement; the best round is shown.")
     args = parser.parse_args()
     rows = load_rows()
     half = len(rows) // 2
     warm, pairs = load_pairs(rows[:half]), load_pairs(rows[half:])
 
-    # Warm both on the first half (shared parser internals), then time each on the second half.
-    timed(mv_check, warm)
-    timed(ours_check, warm)
-    mv_rate, mv_out = timed(mv_check, pairs)
-    our_rate, our_out = timed(ours_check, pairs)
+    # Verdict agreement, in this process.
     truth = [p[2] for p in pairs]
+    mv_out = [mv_check(p) for p in pairs]
+    our_out = [ours_check(p) for p in pairs]
     agree = sum(a == b for a, b in zip(mv_out, our_out))
     print(f"timed pairs: {len(pairs)} (second half of MATH-500: gold vs own solution, and vs the next problem's "
-          f"solution); warm-up: {len(warm)} pairs of the first half")
+          f"solution); every measurement runs in fresh processes warmed on the {len(warm)} pairs of the first half")
     print(f"correct verdicts: ours {sum(a == t for a, t in zip(our_out, truth))}/{len(pairs)}, "
           f"math-verify {sum(a == t for a, t in zip(mv_out, truth))}/{len(pairs)}; the two agree on {agree}")
-    print(f"single worker: ours {our_rate:,.0f} pairs/s, math-verify {mv_rate:,.0f} pairs/s, "
-          f"ratio {our_rate / mv_rate:.1f}x")
 
-    our_pool = asyncio.run(pool_rate(warm, pairs, args.workers))
-    mv_pool = mv_pool_rate(warm, pairs, args.workers)
-    print(f"full pool ({args.workers} workers): ours {our_pool:,.0f} pairs/s, math-verify {mv_pool:,.0f} pairs/s, "
-          f"ratio {our_pool / mv_pool:.1f}x")
+    # Speed: fresh worker processes for both sides (a shared process would let one side warm the other's LaTeX
+    # parser caches on the very strings being timed).
+    for workers in sorted({1, args.workers}):
+        ours = max(asyncio.run(pool_rate(warm, pairs, workers)) for _ in range(args.rounds))
+        theirs = max(mv_pool_rate(warm, pairs, workers) for _ in range(args.rounds))
+        label = "single worker" if workers == 1 else f"full pool ({workers} workers)"
+        print(f"{label}: ours {ours:,.0f} pairs/s, math-verify {theirs:,.0f} pairs/s, ratio {ours / theirs:.1f}x")
 
 
 if __name__ == "__main__":
