@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import sympy
+from sympy.matrices.matrixbase import MatrixBase
 from latex2sympy2_extended.math_normalization import normalize_latex
 
 from tests.test_math_datasets import load, rewrites, same_value
@@ -24,11 +25,18 @@ OPTS = V.parse_options({})
 
 
 def same_tree(a: sympy.Basic, b: sympy.Basic) -> bool:
-    """Node-for-node identity: same classes, same argument order, same Float precision."""
+    """Node-for-node identity: same classes, same argument order (also latex2sympy's unsorted set and conjunction
+    arguments), same Float precision, same matrix entries."""
     if type(a) is not type(b):
         return False
+    if isinstance(a, MatrixBase):
+        return a.shape == b.shape and all(same_tree(x, y) for x, y in zip(a, b))
     if isinstance(a, sympy.Float):
         return a == b and a._prec == b._prec
+    if hasattr(a, "_unsorted_args") or hasattr(b, "_unsorted_args"):
+        ua, ub = getattr(a, "_unsorted_args", None), getattr(b, "_unsorted_args", None)
+        if ua is None or ub is None or len(ua) != len(ub) or not all(same_tree(x, y) for x, y in zip(ua, ub)):
+            return False
     if a.args or b.args:
         return len(a.args) == len(b.args) and all(same_tree(x, y) for x, y in zip(a.args, b.args))
     return a == b
@@ -59,9 +67,13 @@ def check_agreement(texts: set[str]) -> tuple[int, list[str]]:
             continue
         taken += 1
         fast, full = pair
-        if not (same_tree(fast, full) and type(fast) is type(full) and str(fast.evalf(60)) == str(full.evalf(60))):
+        if not (same_tree(fast, full) and str(fast) == str(full) and _value(fast) == _value(full)):
             differ.append(f"{text!r}: fast {sympy.srepr(fast)} vs latex2sympy {sympy.srepr(full)}")
     return taken, differ
+
+
+def _value(expr: sympy.Basic) -> str:
+    return str(expr.evalf(60)) if isinstance(expr, sympy.Expr) else str(expr)
 
 
 def answer_forms(answer: str) -> set[str]:
@@ -106,6 +118,59 @@ def generated(n: int = 400) -> set[str]:
     return out
 
 
+_LETTERS = "abcxyzkmnprstuvwABCXYZKNRST" + "eEIdi"  # the last ones the grammar reads specially: mostly refused
+_GREEK = ["\\alpha", "\\theta", "\\Theta", "\\gamma", "\\lambda", "\\pi", "\\omega"]
+
+
+def generate_symbolic(rng: random.Random, depth: int = 0) -> str:
+    """A random expression with letters, Greek commands, powers and implicit products."""
+    if depth >= 3 or rng.random() < 0.3:
+        letter = rng.choice(_LETTERS)
+        return rng.choice([
+            letter, f"{rng.randint(1, 12)}{letter}", rng.choice(_GREEK), f"{letter}^{rng.randint(0, 12)}",
+            f"{letter}^{{{rng.randint(-5, 5)}}}", f"{letter}{rng.choice(_LETTERS)}", f"{rng.randint(2, 9)}^{letter}",
+            str(rng.randint(0, 40)), f"{rng.randint(1, 9)}.{rng.randint(0, 99)}", "\\infty", f"{letter}^{{{letter}+1}}",
+            f"\\frac{{{letter}}}{{{rng.randint(2, 9)}}}", f"\\sqrt{{{letter}}}", f"{letter}{rng.randint(2, 9)}",
+            f"{letter}\\pi", f"{letter}(x+1)", f"{letter}_1", f"{letter}^2{rng.choice(_LETTERS)}",
+        ])
+    a, b = generate_symbolic(rng, depth + 1), generate_symbolic(rng, depth + 1)
+    sp = rng.choice(["", " "])
+    return rng.choice([
+        f"{a}{sp}+{sp}{b}", f"{a}{sp}-{sp}{b}", f"-{a}", f"{a}{sp}\\cdot{sp}{b}", f"{a}/{b}", f"\\frac{{{a}}}{{{b}}}",
+        f"\\sqrt{{{a}}}", f"({a})", f"({a})^{rng.randint(0, 9)}", f"({a})^{{{b}}}", f"{rng.randint(1, 12)}({a})",
+        f"{a}{b}", f"{a} {b}", f"({a})({b})", f"{a}\\frac{{1}}{{2}}", f"{a}^{{{b}}}",
+    ])
+
+
+def generate_element(rng: random.Random) -> str:
+    """A random answer of the compound forms: relations, \\pm, intervals, tuples, sets, unions, lists, matrices."""
+    e = lambda: generate_symbolic(rng, 2) if rng.random() < 0.6 else generate(rng, 2)  # noqa: E731
+    rel = lambda: rng.choice(["=", "<", ">", "\\le", "\\ge", "\\leq", "\\geq", "\\ne", "\\neq"])  # noqa: E731
+    letter = rng.choice(_LETTERS)
+    interval = lambda: f"{rng.choice('([')}{e()}, {e()}{rng.choice(')]')}"  # noqa: E731
+    return rng.choice([
+        f"{letter} {rel()} {e()}", f"{e()} {rel()} {e()}", f"{e()} {rel()} {letter} {rel()} {e()}",
+        f"{e()} \\pm {e()}", f"\\pm {e()}", f"{letter} = {e()} \\pm {e()}", interval(), interval(),
+        f"({rng.randint(-9, 9)}, {rng.randint(-9, 9)})", f"[{rng.randint(-9, 9)}, {rng.randint(-9, 9)}]",
+        f"(-\\infty, {e()}]", f"[{e()}, \\infty)", f"{interval()} \\cup {interval()}",
+        f"{interval()} \\cup {interval()} \\cup {interval()}", f"({e()}, {e()}, {e()})", f"[{e()}, {e()}, {e()}]",
+        f"\\{{{e()}, {e()}\\}}", f"\\{{{e()} \\pm {e()}, {e()}\\}}", f"\\{{{e()}\\}}", f"{e()}, {e()}",
+        f"{e()}, {e()}, {e()}", f"{letter} \\in {interval()}", f"{letter} \\in \\{{{e()}, {e()}\\}}",
+        f"{letter} = {e()}, {e()}", f"{interval()}, {interval()}", f"({e()}, {e()}) \\cup \\{{{e()}\\}}",
+        f"\\begin{{pmatrix}} {e()} \\\\ {e()} \\end{{pmatrix}}",
+        f"\\begin{{bmatrix}} {e()} & {e()} \\\\ {e()} & {e()} \\end{{bmatrix}}",
+        f"\\left( {e()}, {e()} \\right)", f"\\left[ {e()}, {e()} \\right)", f"{letter}={e()},{letter}={e()}",
+    ])
+
+
+def generated_compound(n: int) -> set[str]:
+    rng = random.Random(20261121)
+    out: set[str] = set()
+    while len(out) < n:
+        out.add(generate_symbolic(rng) if rng.random() < 0.4 else generate_element(rng))
+    return out
+
+
 # --- tests --------------------------------------------------------------------------------------------------------
 
 
@@ -143,6 +208,15 @@ def test_fast_trees_are_latex2sympy_trees_on_generated_expressions() -> None:
     assert differ == []
 
 
+def test_fast_trees_are_latex2sympy_trees_on_generated_compound_answers() -> None:
+    texts = generated_compound(600)
+    taken, differ = check_agreement(texts)
+    print(f"\ngenerated with letters, relations, \\pm, intervals, sets, unions, lists, matrices: fast path took "
+          f"{taken} of {len(texts)}; differing from latex2sympy: {len(differ)}")
+    assert taken > 300
+    assert differ == []
+
+
 @pytest.mark.parametrize("text, tree", [
     (r"11 \sqrt{5} + 11", "Add(Integer(11), Mul(Integer(11), Pow(Integer(5), Rational(1, 2))))"),
     (r"\frac{\sqrt{21}}{5}", "Mul(Pow(Integer(21), Rational(1, 2)), Pow(Integer(5), Integer(-1)))"),
@@ -151,6 +225,15 @@ def test_fast_trees_are_latex2sympy_trees_on_generated_expressions() -> None:
     (r"2\frac{1}{2}", "Rational(5, 2)"),  # latex2sympy's mixed number, imitated
     ("1.25", "Float('1.25', precision=53)"),
     (r"90^\circ", "Integer(90)"),
+    ("6r^2-4r-24", "Add(Mul(Integer(6), Pow(Symbol('r'), Integer(2))), Mul(Integer(-1), Integer(4), Symbol('r')), "
+                   "Integer(-24))"),
+    ("3R^2", "Mul(Integer(3), Pow(Symbol('r'), Integer(2)))"),  # the converter lowercases letters
+    ("y = 2x + 3", "Equality(Symbol('y'), Add(Mul(Integer(2), Symbol('x')), Integer(3)))"),
+    (r"x \in [-2,7]", "Equality(Symbol('x'), Interval(Integer(-2), Integer(7), false, false))"),
+    (r"(-\infty, 0]", "Interval(-oo, Integer(0), true, false)"),
+    ("(2,1)", "Tuple(Integer(2), Integer(1))"),  # an empty interval is read as a pair
+    (r"\pm 3", "FiniteSet(Integer(-3), Integer(3))"),
+    (r"\begin{pmatrix} 1/5 \\ -18/5 \end{pmatrix}", "MutableDenseMatrix([[Rational(1, 5)], [Rational(-18, 5)]])"),
 ])
 def test_known_answers_take_the_fast_path(text: str, tree: str) -> None:
     pair = fast_and_full(text)
@@ -159,9 +242,13 @@ def test_known_answers_take_the_fast_path(text: str, tree: str) -> None:
 
 
 @pytest.mark.parametrize("text", [
-    "x+1", r"2\sqrt{x}", r"\sin(\pi)", "e", "E", "I", "1,000", "1, 2", r"(1, 2]", "x = 3", r"y \le 2",
-    r"\{1\}", r"\text{cm}", "2^{1000}", r"2^{\frac{1}{2}}", "2^x", r"\pi(2)", "i(3)", r"5!", "1 2", "1.5.2",
-    r"\infty", r"3 \pm 1", "{2}", "[2]", r"\sqrt[x]{2}", r"\frac{1}{2", "()", "", "2^", r"\binom{5}{2}",
+    r"\sin(\pi)", "e", "E", "I", "2e", "dx", "1,000", r"\text{cm}", "2^{1000}", r"2^{\frac{1}{2}}", r"\pi(2)",
+    "i(3)", "f(x)", "x(2)", r"\gamma(2)", "x^2(x+1)", "a_1", "x^-1", "a^b^c", r"x^{y}^{2}", r"5!", "1 2", "1.5.2",
+    "{2}", "[2]", r"\sqrt[x]{2}", r"\frac{1}{2", "()", "", "2^", r"\binom{5}{2}", r"\frac{1 \pm 2}{3}",
+    "x = 1, 2", "x = 1, y = 2", r"(1 \pm 2, 3)", r"(1, 2, 3]", r"x_1 \in [0, 1]", r"2x \in [0,1]",
+    r"x \in \mathbb{R}", r"\emptyset", r"\{\}", "3:4", r"2\begin{pmatrix} 1 \\ 2 \end{pmatrix}",
+    r"\begin{pmatrix} 1 \\ \end{pmatrix}", r"\begin{pmatrix} 1 & 2 \\ 3 \end{pmatrix}",
+    r"\begin{vmatrix} 1 & 2 \\ 3 & 4 \end{vmatrix}",
 ])
 def test_outside_the_grammar_is_refused(text: str) -> None:
     assert fast_parse(normalize_latex(_prepare(text), symbolic._NORMALIZATION) if text else text) is None

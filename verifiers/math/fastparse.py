@@ -1,64 +1,101 @@
-"""A fast path for the LaTeX parser: simple scalar answers built into the very tree latex2sympy would build.
+"""A fast path for the LaTeX parser: common answers built into the very tree latex2sympy would build.
 
-Why: latex2sympy's ANTLR parser costs ~30 ms on the first parse of each distinct string, and most answers that reach
-the symbolic step are simple scalars (``11\\sqrt{5} + 11``, ``\\frac{20000}{\\pi}``, ``1 - 12i``). This module reads
-a deliberately RESTRICTED grammar with a small recursive-descent parser and returns None for anything outside it,
-so the caller falls back to latex2sympy unchanged.
+Why: latex2sympy's ANTLR parser spends 5-300 ms on a fresh answer (its adaptive prediction builds DFA states, and
+full-context predictions are never cached), while the answers that reach the symbolic step are mostly short:
+``11\\sqrt{5} + 11``, ``6r^2-4r-24``, ``y = 2x + 3``, ``(-\\infty, 0] \\cup [1, \\infty)``, ``\\{1\\pm\\sqrt{5},-2\\}``,
+a pmatrix. This module reads a deliberately RESTRICTED grammar with a small recursive-descent parser over the
+tokens of latex2sympy's own lexer (so numbers, letters, differentials and commands are split exactly as the full
+parser splits them), and returns None for anything outside it, so the caller falls back to latex2sympy unchanged.
 
-The grammar: integers, decimals, ``\\frac{a}{b}`` (``\\dfrac``/``\\tfrac`` arrive as ``\\frac`` after the library's
-normalisation, which the caller applies first), ``\\sqrt{x}``, ``\\sqrt[n]{x}``, ``\\pi``, ``i``, ``+``, ``-``,
-unary signs, implicit multiplication, ``*``/``\\cdot``/``\\times``, ``/``/``\\div``, small integer powers
-(``^k``, ``^{k}``, ``^{-k}``) and parentheses. No letters but ``i``, no functions, sets, commas, relations, text.
+The grammar, on the text after the library's normalisation (which the caller applies first):
+- expressions: numbers, single letters and Greek commands (``e``, ``I``, ``d``-differentials, subscripts and primes
+  are refused), ``\\infty``, ``\\frac{a}{b}``, ``\\sqrt{x}``, ``\\sqrt[n]{x}``, ``+ - * / \\cdot \\times \\div``,
+  implicit multiplication, unary signs, one power per base (``^k``, ``^x``, ``^{expr}``) and parentheses;
+- elements: an expression, ``a \\pm b`` / ``\\pm b``, one relation chain (``= < > \\le \\ge \\ne``), ``x \\in S``,
+  intervals and tuples in ``()``/``[]``, ``\\{...\\}`` sets and their ``\\cup`` unions; several comma-separated
+  elements make a set;
+- a lone ``pmatrix``/``bmatrix`` of expressions.
 
 Faithfulness is the whole point (a different tree could change a verdict), so every node is built with the same
-sympy constructors and the same quirks as latex2sympy2_extended's converter: unevaluated ``Add``/``Mul``/``Pow``
-flattened one level, integer quotients as ``Rational``, a sign folded into a number, and an integer followed by a
-positive rational read as a mixed number (``2\\frac{1}{2}`` is 5/2, so ``2(3)`` is 5). Inputs whose reading by the
-ANTLR grammar is ambiguous or odd are refused instead of imitated: two numbers in a row, ``\\pi(...)``/``i(...)``
-(the grammar reads a function call), brace or bracket groups. ``tests/test_math_fastparse.py`` checks the trees
-against latex2sympy's on real answers and generated expressions.
+sympy constructors, helpers (``get_symbol``, latex2sympy's ``FiniteSet`` and ``And``) and quirks as
+latex2sympy2_extended's converter: unevaluated ``Add``/``Mul``/``Pow`` flattened one level, integer quotients as
+``Rational``, a sign folded into a number, an integer followed by a positive rational read as a mixed number
+(``2\\frac{1}{2}`` is 5/2), ``(2, 1)`` read as a pair because it is an empty interval, ``x \\in S`` as ``Eq(x, S)``.
+Inputs whose reading by the ANTLR grammar is ambiguous or odd are refused instead of imitated: two numbers in a row,
+a letter or Greek command before ``(`` (the grammar reads a function call), chained powers, ``\\pm`` inside brackets,
+a relation among several elements. ``tests/test_math_fastparse.py`` checks the trees against latex2sympy's on real
+answers and on generated expressions of every construct.
 """
 from __future__ import annotations
 
 import re
 
 import sympy
+from antlr4 import InputStream
+from antlr4.error.ErrorListener import ErrorListener
+from latex2sympy2_extended.antlr_parser import PSLexer
+from latex2sympy2_extended.logic import And
+from latex2sympy2_extended.sets import FiniteSet
+from latex2sympy2_extended.symbols import get_symbol
 
 MAX_NUMBER_DIGITS = 80
 MAX_EXPONENT = 100  # |k| in x^k; larger powers go to the full parser (and its size guards)
+MAX_TOKENS = 400
 
-_TOKEN = re.compile(
-    r"\s*(?:(?P<num>\d+(?:\.\d+)?|\.\d+)|\\(?P<cmd>[A-Za-z]+)|(?P<i>i)(?![A-Za-z])|(?P<op>[-+*/()^{}\[\]]))"
-)
-_COMMANDS = {"frac": "frac", "sqrt": "sqrt", "pi": "pi", "cdot": "mul", "times": "mul", "div": "div"}
-_ATOM_START = frozenset({"num", "i", "pi", "frac", "sqrt", "("})
+# latex2sympy's own test for "1,000": the whole text is one number with thousands separators.
+_COMMA_NUMBER = re.compile(r"^\s*-?\d{1,3}(,\d{3})+(\.\d+)?\s*$")
+
+_KINDS = {
+    PSLexer.NUMBER: "num", PSLexer.LETTER_NO_E: "letter", PSLexer.GREEK_CMD: "greek", PSLexer.SYMBOL: "symbol",
+    PSLexer.ADD: "+", PSLexer.SUB: "-", PSLexer.MUL: "mul", PSLexer.CMD_TIMES: "mul", PSLexer.CMD_CDOT: "mul",
+    PSLexer.DIV: "div", PSLexer.CMD_DIV: "div", PSLexer.L_PAREN: "(", PSLexer.R_PAREN: ")", PSLexer.L_BRACE: "{",
+    PSLexer.R_BRACE: "}", PSLexer.L_BRACKET: "[", PSLexer.R_BRACKET: "]", PSLexer.CARET: "^", PSLexer.CMD_FRAC: "frac",
+    PSLexer.FUNC_SQRT: "sqrt", PSLexer.COMMA: ",", PSLexer.PLUS_MINUS: "pm", PSLexer.IN: "in", PSLexer.UNION: "cup",
+    PSLexer.L_BRACE_VISUAL: "set(", PSLexer.R_BRACE_VISUAL: "set)", PSLexer.CMD_MATRIX_START: "matrix(",
+    PSLexer.CMD_MATRIX_END: "matrix)", PSLexer.MATRIX_DEL_ROW: "row", PSLexer.MATRIX_DEL_COL: "col",
+    PSLexer.ASSIGNMENT: "rel", PSLexer.LT: "rel", PSLexer.LTE: "rel", PSLexer.GT: "rel", PSLexer.GTE: "rel",
+    PSLexer.UNEQUAL: "rel",
+}
+_RELATIONS = {
+    PSLexer.ASSIGNMENT: sympy.Eq, PSLexer.LT: sympy.StrictLessThan, PSLexer.LTE: sympy.LessThan,
+    PSLexer.GT: sympy.StrictGreaterThan, PSLexer.GTE: sympy.GreaterThan, PSLexer.UNEQUAL: sympy.Ne,
+}
+_MATRIX_STARTS = frozenset({"\\begin{pmatrix}", "\\begin{bmatrix}"})
+_ATOM_START = frozenset({"num", "letter", "greek", "symbol", "frac", "sqrt", "("})
 
 
 class _Refuse(Exception):
     """The text is outside the fast grammar (not an error: the full parser decides)."""
 
 
-def _tokens(text: str) -> list[tuple[str, str]] | None:
-    out: list[tuple[str, str]] = []
-    pos, end = 0, len(text.rstrip())
-    while pos < end:
-        m = _TOKEN.match(text, pos)
-        if not m:
-            return None
-        pos = m.end()
-        if m.group("num") is not None:
-            out.append(("num", m.group("num")))
-        elif m.group("cmd") is not None:
-            kind = _COMMANDS.get(m.group("cmd"))
-            if kind is None:
-                return None
-            out.append((kind, m.group("cmd")))
-        elif m.group("i") is not None:
-            out.append(("i", "i"))
-        else:
-            op = m.group("op")
-            out.append(({"*": "mul", "/": "div"}.get(op, op), op))
-    return out
+class _Raise(ErrorListener):
+    def syntaxError(self, recognizer, offendingSymbol, line, column, msg, e):  # noqa: N802 - ANTLR's API
+        raise _Refuse
+
+
+_RAISE = _Raise()
+
+
+def _tokens(text: str) -> list[tuple[str, int, str]]:
+    """(kind, ANTLR type, text) of every token, from latex2sympy's lexer; refuses unknown kinds and lexer errors."""
+    lexer = PSLexer(InputStream(text))
+    lexer.removeErrorListeners()
+    lexer.addErrorListener(_RAISE)
+    out: list[tuple[str, int, str]] = []
+    while True:
+        token = lexer.nextToken()
+        if token.type == -1:
+            return out
+        kind = _KINDS.get(token.type)
+        if kind is None or len(out) >= MAX_TOKENS:
+            raise _Refuse
+        if kind == "letter" and token.text == "I":
+            raise _Refuse  # the converter returns the imaginary unit and drops any power on it
+        if kind == "symbol" and token.text != "\\infty":
+            raise _Refuse
+        if kind == "frac" and token.text != "\\frac":
+            raise _Refuse
+        out.append((kind, token.type, token.text))
 
 
 def _is_number(expr: sympy.Basic) -> bool:
@@ -74,10 +111,21 @@ def _flat(op: type, lh: sympy.Basic, rh: sympy.Basic) -> sympy.Basic:
     return op(lh, rh, evaluate=False)
 
 
+def _negate(expr: sympy.Basic) -> sympy.Basic:
+    return -expr if _is_number(expr) else _flat(sympy.Mul, sympy.Integer(-1), expr)
+
+
 def _quotient(top: sympy.Basic, bottom: sympy.Basic) -> sympy.Basic:
     if top.is_Integer and bottom.is_Integer:
         return sympy.Rational(top, bottom)
     return sympy.Mul(top, sympy.Pow(bottom, -1, evaluate=False), evaluate=False)
+
+
+def _as_unary_minus(expr: sympy.Basic) -> sympy.Basic:
+    """The converter's minus for ``\\pm`` (not the one of unary ``-``: it does not flatten)."""
+    if expr.is_Rational:
+        return sympy.Rational(-expr.p, expr.q)
+    return sympy.Mul(-1, expr, evaluate=False)
 
 
 def _number(text: str) -> sympy.Basic:
@@ -87,19 +135,166 @@ def _number(text: str) -> sympy.Basic:
     return sympy.Integer(int(text)) if text.isdigit() else sympy.Float(text)
 
 
+def _interval(left: sympy.Basic, right: sympy.Basic, left_open: bool, right_open: bool) -> sympy.Basic:
+    """latex2sympy's ``convert_interval``: an empty interval is read as a pair."""
+    try:
+        if (left_open and right_open and right <= left) or (not left_open and not right_open and right < left):
+            return sympy.Tuple(left, right)
+    except Exception:
+        pass
+    try:
+        return sympy.Interval(left, right, left_open=left_open, right_open=right_open)
+    except Exception:
+        raise _Refuse from None
+
+
 class _Parser:
-    def __init__(self, tokens: list[tuple[str, str]]) -> None:
+    def __init__(self, tokens: list[tuple[str, int, str]]) -> None:
         self.tokens = tokens
         self.pos = 0
 
-    def peek(self) -> str | None:
-        return self.tokens[self.pos][0] if self.pos < len(self.tokens) else None
+    def peek(self, ahead: int = 0) -> str | None:
+        k = self.pos + ahead
+        return self.tokens[k][0] if k < len(self.tokens) else None
 
     def take(self, kind: str) -> str:
         if self.peek() != kind:
             raise _Refuse
         self.pos += 1
-        return self.tokens[self.pos - 1][1]
+        return self.tokens[self.pos - 1][2]
+
+    # --- top level: a matrix, or comma-separated elements --------------------------------------------------------
+
+    def top(self) -> sympy.Basic:
+        if self.peek() == "matrix(":
+            return self.matrix()
+        elements: list[list[sympy.Basic]] = [self.element()]
+        while self.peek() == ",":
+            self.pos += 1
+            elements.append(self.element())
+        if len(elements) > 1 and any(
+            isinstance(e, (sympy.Rel, sympy.And, sympy.Union)) for group in elements for e in group
+        ):
+            raise _Refuse  # "x = 1, 2" is Eq(x, {1, 2}) to the grammar
+        flat = [e for group in elements for e in group]
+        return flat[0] if len(flat) == 1 else FiniteSet(*flat)
+
+    def element(self) -> list[sympy.Basic]:
+        """One comma-separated element: a list, because ``a \\pm b`` is two values."""
+        if self.peek() == "pm":
+            self.pos += 1
+            value = self.expr()
+            return [_as_unary_minus(value), value]
+        if self.peek() in ("(", "[", "set(") and self._bracket_has_comma():
+            return [self.set_expression()]
+        start = self.pos
+        first = self.expr()
+        kind = self.peek()
+        if kind == "pm":
+            self.pos += 1
+            second = self.expr()
+            if self.peek() == "pm":
+                raise _Refuse
+            return [sympy.Add(first, second, evaluate=False), sympy.Add(first, _as_unary_minus(second), evaluate=False)]
+        if kind == "rel":
+            return [self.relation(first)]
+        if kind == "in":
+            if not (first.is_Symbol and self.pos == start + 1 == 1):
+                raise _Refuse  # the left side must be one letter for the grammar's set relation
+            self.pos += 1
+            if self.peek() not in ("(", "[", "set(") or not self._bracket_has_comma():
+                raise _Refuse
+            return [_Contains(first, self.set_expression())]
+        return [first]
+
+    def relation(self, first: sympy.Basic) -> sympy.Basic:
+        lh: sympy.Basic = first
+        while self.peek() == "rel":
+            op = _RELATIONS[self.tokens[self.pos][1]]
+            self.pos += 1
+            rh = self.expr()
+            if self.peek() in ("pm", "in"):
+                raise _Refuse
+            if isinstance(lh, And):
+                lh = And(*lh._unsorted_args, op(lh._unsorted_args[-1].rhs, rh, evaluate=False))
+            elif isinstance(lh, sympy.core.relational.Relational):
+                lh = And(lh, op(lh.rhs, rh, evaluate=False))
+            else:
+                lh = op(lh, rh, evaluate=False)
+        return lh
+
+    def _bracket_has_comma(self) -> bool:
+        """Whether the bracket opening here is a set, interval or tuple: ``\\{...\\}`` or a comma at its depth."""
+        depth = 0
+        for kind, _, _ in self.tokens[self.pos:]:
+            if kind in ("(", "[", "{", "set("):
+                depth += 1
+            elif kind in (")", "]", "}", "set)"):
+                depth -= 1
+                if depth == 0:
+                    return self.peek() == "set("
+            elif kind == "," and depth == 1:
+                return True
+        return False
+
+    def set_expression(self) -> sympy.Basic:
+        """A set atom, or a ``\\cup`` union of set atoms (left to right, tuples read as finite sets)."""
+        value = self.set_atom()
+        while self.peek() == "cup":
+            self.pos += 1
+            right = self.set_atom()
+            left = FiniteSet(*value) if isinstance(value, sympy.Tuple) else value
+            right = FiniteSet(*right) if isinstance(right, sympy.Tuple) else right
+            value = sympy.Union(left, right, evaluate=False)
+        if self.peek() not in (None, ","):
+            raise _Refuse
+        return value
+
+    def set_atom(self) -> sympy.Basic:
+        opening = self.peek()
+        if opening == "set(":
+            self.pos += 1
+            items = self.element()
+            while self.peek() == ",":
+                self.pos += 1
+                items += self.element()
+            self.take("set)")
+            if any(isinstance(e, (sympy.Rel, sympy.And, sympy.Set, sympy.Tuple)) for e in items):
+                raise _Refuse
+            return FiniteSet(*items)
+        if opening not in ("(", "["):
+            raise _Refuse
+        self.pos += 1
+        items = [self.expr()]
+        while self.peek() == ",":
+            self.pos += 1
+            items.append(self.expr())
+        closing = self.peek()
+        if closing not in (")", "]"):
+            raise _Refuse
+        self.pos += 1
+        if len(items) == 2:
+            return _interval(items[0], items[1], opening == "(", closing == ")")
+        if (opening, closing) not in (("(", ")"), ("[", "]")):
+            raise _Refuse
+        return sympy.Tuple(*items)
+
+    def matrix(self) -> sympy.Basic:
+        if self.tokens[self.pos][2] not in _MATRIX_STARTS:
+            raise _Refuse
+        self.pos += 1
+        rows = [[self.expr()]]
+        while self.peek() in ("col", "row"):
+            if self.take(self.peek()) == "&":  # type: ignore[arg-type]
+                rows[-1].append(self.expr())
+            else:
+                rows.append([self.expr()])
+        self.take("matrix)")
+        if len({len(r) for r in rows}) != 1:
+            raise _Refuse
+        return sympy.Matrix(rows)
+
+    # --- expressions ---------------------------------------------------------------------------------------------
 
     def expr(self) -> sympy.Basic:
         lh = self.product()
@@ -126,11 +321,10 @@ class _Parser:
             return self.unary()
         if self.peek() == "-":
             self.pos += 1
-            inner = self.unary()
-            return -inner if _is_number(inner) else _flat(sympy.Mul, sympy.Integer(-1), inner)
+            return _negate(self.unary())
         items = [self.power()]
         while self.peek() in _ATOM_START:
-            if items and self.peek() == "num" and self.tokens[self.pos - 1][0] == "num":
+            if self.peek() == "num" and self.tokens[self.pos - 1][0] == "num":
                 raise _Refuse  # "1 2": the grammar reads a mixed number
             items.append(self.power())
         if self.peek() in ("{", "["):
@@ -138,22 +332,35 @@ class _Parser:
         return _juxtapose(items)
 
     def power(self) -> sympy.Basic:
+        start = self.peek()
         base = self.atom()
-        named = self.tokens[self.pos - 1][0] in ("i", "pi")
-        while self.peek() == "^":
+        if self.peek() == "^":
             self.pos += 1
             base = sympy.Pow(base, self.exponent(), evaluate=False)
-        if named and self.peek() == "(":
-            raise _Refuse  # "\pi(2)" is a function call in the grammar
+            if self.peek() == "^":
+                raise _Refuse  # chained powers associate differently for letters and numbers
+        if start in ("letter", "greek") and self.peek() == "(":
+            raise _Refuse  # "f(x)", "\pi(2)": the grammar reads a function call
         return base
 
     def exponent(self) -> sympy.Basic:
-        if self.peek() == "num":
-            value = _number(self.take("num"))
+        kind = self.peek()
+        if kind == "num":
+            text = self.take("num")
+            if not text.isdigit():
+                raise _Refuse
+            value = _number(text)
+        elif kind in ("letter", "greek"):
+            value = self.atom()
+            if self.peek() == "(":
+                raise _Refuse
+            return value
         else:
             self.take("{")
             value = self.expr()
             self.take("}")
+            if value.free_symbols:
+                return value
         if not value.is_Integer or abs(value) > MAX_EXPONENT:
             raise _Refuse
         return value
@@ -168,12 +375,11 @@ class _Parser:
         kind = self.peek()
         if kind == "num":
             return _number(self.take("num"))
-        if kind == "i":
+        if kind in ("letter", "greek"):
+            return get_symbol(self.take(kind), None, True)
+        if kind == "symbol":
             self.pos += 1
-            return sympy.Symbol("i", real=None)
-        if kind == "pi":
-            self.pos += 1
-            return sympy.pi
+            return sympy.oo
         if kind == "(":
             self.pos += 1
             value = self.expr()
@@ -197,6 +403,11 @@ class _Parser:
         raise _Refuse
 
 
+def _Contains(symbol: sympy.Basic, collection: sympy.Basic) -> sympy.Basic:  # noqa: N802 - reads as the node
+    """``x \\in S``: the converter's ``interpret_contains_as_eq`` reading."""
+    return sympy.Eq(symbol, collection, evaluate=False)
+
+
 def _juxtapose(items: list[sympy.Basic]) -> sympy.Basic:
     """Implicit multiplication, right to left; an integer then a positive rational is a mixed number."""
     first = items[0]
@@ -212,12 +423,16 @@ def _juxtapose(items: list[sympy.Basic]) -> sympy.Basic:
 def fast_parse(normalized: str) -> sympy.Basic | None:
     """The tree latex2sympy builds for ``normalized`` (text already through its normalisation), or None when the
     text is outside the restricted grammar. ``i`` stays the symbol ``i``, exactly as latex2sympy returns it."""
-    tokens = _tokens(normalized)
-    if not tokens:
+    if not normalized.strip() or _COMMA_NUMBER.match(normalized):
         return None
-    parser = _Parser(tokens)
     try:
-        value = parser.expr()
+        tokens = _tokens(normalized)
+        if not tokens:
+            return None
+        parser = _Parser(tokens)
+        value = parser.top()
     except _Refuse:
         return None
+    except (TypeError, ValueError, ArithmeticError, RecursionError):
+        return None  # a sympy constructor objected: the full parser decides what that means
     return value if parser.pos == len(tokens) else None

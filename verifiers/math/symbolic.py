@@ -88,7 +88,10 @@ def _imaginary(expr: sympy.Basic) -> sympy.Basic:
             check_size(expr)
         except TooLarge:
             return expr
-        return expr.xreplace({i: sympy.I})
+        try:
+            return expr.xreplace({i: sympy.I})
+        except (ValueError, TypeError):  # e.g. an interval cannot have a complex end: ``i`` stays a letter there
+            return expr
     return expr
 
 
