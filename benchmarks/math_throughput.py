@@ -38,6 +38,21 @@ def load_rows() -> list[dict]:
     return [json.loads(x) for x in (SHARED_DATA / "math" / "math500.test.jsonl").read_text().splitlines() if x]
 
 
+def load_processbench_pairs(rows: list[dict]) -> list[tuple[str, str, bool]]:
+    """Real model outputs: ProcessBench's Llama/Qwen solutions to MATH-500 problems, with ProcessBench's human label
+    of whether the final answer is correct, graded against the MATH-500 gold."""
+    path = SHARED_DATA / "prm" / "processbench_math.json"
+    if not path.exists():
+        return []
+    golds = {r["problem"].strip(): r["answer"] for r in rows}
+    pairs = []
+    for item in json.loads(path.read_text()):
+        if item["problem"].strip() in golds:
+            steps = item["steps"] if isinstance(item["steps"], list) else json.loads(item["steps"])
+            pairs.append(("\n\n".join(steps), golds[item["problem"].strip()], str(item["final_answer_correct"]) == "True"))
+    return pairs
+
+
 def mv_check(pair: tuple[str, str, bool]) -> bool:
     from math_verify import parse, verify
 
@@ -102,6 +117,19 @@ def main() -> None:
         theirs = max(mv_pool_rate(warm, pairs, workers) for _ in range(args.rounds))
         label = "single worker" if workers == 1 else f"full pool ({workers} workers)"
         print(f"{label}: ours {ours:,.0f} pairs/s, math-verify {theirs:,.0f} pairs/s, ratio {ours / theirs:.1f}x")
+
+    real = load_processbench_pairs(rows)
+    if real:
+        truth = [p[2] for p in real]
+        ours_ok = sum(ours_check(p) == t for p, t in zip(real, truth))
+        mv_ok = sum(mv_check(p) == t for p, t in zip(real, truth))
+        print(f"real model outputs: {len(real)} ProcessBench (Llama/Qwen) solutions to MATH-500 problems; agreement "
+              f"with the human label: ours {ours_ok}, math-verify {mv_ok}")
+        for workers in sorted({1, args.workers}):
+            ours = max(asyncio.run(pool_rate(warm, real, workers)) for _ in range(args.rounds))
+            theirs = max(mv_pool_rate(warm, real, workers) for _ in range(args.rounds))
+            label = "single worker" if workers == 1 else f"full pool ({workers} workers)"
+            print(f"  {label}: ours {ours:,.0f} pairs/s, math-verify {theirs:,.0f} pairs/s, ratio {ours / theirs:.1f}x")
 
 
 if __name__ == "__main__":

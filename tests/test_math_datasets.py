@@ -138,3 +138,25 @@ def test_competition_golds_against_integer_answers(shared_data: Path, name: str,
         assert score(f"The final answer is {value}", gold) == 1.0
     print(f"\n{name}: {ok}/{2 * len(rows)} integer answers accepted (gold as given and as text)")
     assert ok == 2 * len(rows)
+
+
+def test_real_model_outputs_from_processbench(shared_data: Path, math500: list[dict]) -> None:
+    """ProcessBench's Llama/Qwen solutions to MATH-500 problems, graded against the MATH-500 gold: our verdicts
+    agree with ProcessBench's human `final_answer_correct` label at least as often as math-verify's do."""
+    from math_verify import parse, verify
+
+    golds = {r["problem"].strip(): r["answer"] for r in math500}
+    items = json.loads((shared_data / "prm" / "processbench_math.json").read_text())
+    cases = []
+    for item in items:
+        if item["problem"].strip() in golds:
+            steps = item["steps"] if isinstance(item["steps"], list) else json.loads(item["steps"])
+            cases.append(("\n\n".join(steps), golds[item["problem"].strip()], str(item["final_answer_correct"]) == "True"))
+    ours = sum((score(r, g) == 1.0) == label for r, g, label in cases)
+    theirs = sum(bool(verify(parse(f"${g}$", parsing_timeout=None), parse(r, parsing_timeout=None),
+                             timeout_seconds=None)) == label for r, g, label in cases)
+    print(f"\nProcessBench on MATH-500 problems: {len(cases)} model solutions; agreement with the human label: "
+          f"ours {ours}, math-verify {theirs}")
+    assert len(cases) >= 100
+    assert ours >= theirs
+    assert ours >= len(cases) - 2

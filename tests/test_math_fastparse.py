@@ -33,7 +33,9 @@ def same_tree(a: sympy.Basic, b: sympy.Basic) -> bool:
         return a.shape == b.shape and all(same_tree(x, y) for x, y in zip(a, b))
     if isinstance(a, sympy.Float):
         return a == b and a._prec == b._prec
-    if hasattr(a, "_unsorted_args") or hasattr(b, "_unsorted_args"):
+    # (an atom such as sympy's ``false`` can carry a stale ``_unsorted_args``: latex2sympy's And sets it on whatever
+    # sympy returns, singletons included)
+    if (a.args or b.args) and (hasattr(a, "_unsorted_args") or hasattr(b, "_unsorted_args")):
         ua, ub = getattr(a, "_unsorted_args", None), getattr(b, "_unsorted_args", None)
         if ua is None or ub is None or len(ua) != len(ub) or not all(same_tree(x, y) for x, y in zip(ua, ub)):
             return False
@@ -132,6 +134,8 @@ def generate_symbolic(rng: random.Random, depth: int = 0) -> str:
             str(rng.randint(0, 40)), f"{rng.randint(1, 9)}.{rng.randint(0, 99)}", "\\infty", f"{letter}^{{{letter}+1}}",
             f"\\frac{{{letter}}}{{{rng.randint(2, 9)}}}", f"\\sqrt{{{letter}}}", f"{letter}{rng.randint(2, 9)}",
             f"{letter}\\pi", f"{letter}(x+1)", f"{letter}_1", f"{letter}^2{rng.choice(_LETTERS)}",
+            f"{letter}_{{{rng.randint(1, 30)}}}", f"{letter}_{{n+{rng.randint(1, 3)}}}", f"{letter}_{rng.choice(_LETTERS)}^2",
+            f"{rng.choice(_GREEK)}_{rng.randint(0, 9)}", f"{letter}_{{{letter}_1}}", f"2^{{{rng.randint(90, 300)}}}",
         ])
     a, b = generate_symbolic(rng, depth + 1), generate_symbolic(rng, depth + 1)
     sp = rng.choice(["", " "])
@@ -163,8 +167,8 @@ def generate_element(rng: random.Random) -> str:
     ])
 
 
-def generated_compound(n: int) -> set[str]:
-    rng = random.Random(20261121)
+def generated_compound(n: int, seed: int = 20261121) -> set[str]:
+    rng = random.Random(seed)
     out: set[str] = set()
     while len(out) < n:
         out.add(generate_symbolic(rng) if rng.random() < 0.4 else generate_element(rng))
@@ -242,8 +246,8 @@ def test_known_answers_take_the_fast_path(text: str, tree: str) -> None:
 
 
 @pytest.mark.parametrize("text", [
-    r"\sin(\pi)", "e", "E", "I", "2e", "dx", "1,000", r"\text{cm}", "2^{1000}", r"2^{\frac{1}{2}}", r"\pi(2)",
-    "i(3)", "f(x)", "x(2)", r"\gamma(2)", "x^2(x+1)", "a_1", "x^-1", "a^b^c", r"x^{y}^{2}", r"5!", "1 2", "1.5.2",
+    r"\sin(\pi)", "e", "E", "I", "2e", "dx", "1,000", r"\text{cm}", "2^{100000}", r"2^{\frac{1}{2}}", r"\pi(2)",
+    "i(3)", "f(x)", "x(2)", r"\gamma(2)", "x^2(x+1)", "a_{1,2}", "2^x_1", "x_1_2", "x^-1", "a^b^c", r"x^{y}^{2}", r"5!", "1 2", "1.5.2",
     "{2}", "[2]", r"\sqrt[x]{2}", r"\frac{1}{2", "()", "", "2^", r"\binom{5}{2}", r"\frac{1 \pm 2}{3}",
     "x = 1, 2", "x = 1, y = 2", r"(1 \pm 2, 3)", r"(1, 2, 3]", r"x_1 \in [0, 1]", r"2x \in [0,1]",
     r"x \in \mathbb{R}", r"\emptyset", r"\{\}", "3:4", r"2\begin{pmatrix} 1 \\ 2 \end{pmatrix}",

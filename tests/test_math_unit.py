@@ -142,6 +142,9 @@ def test_details_name_the_deciding_method() -> None:
         ("Answer: 12 apples", "12 apples", "answer_phrase"),
         ("Thus we get\n\n**17**", "17", "bold"),
         ("Hence\n\\[ x^2 + 1 \\]", "x^2 + 1", "display_math"),
+        ("Hence\n\\[ x^2 + 1 \\] where $x$ is the side.", "x^2 + 1", "display_math"),
+        ("Using the identity \\[ \\cos A = -\\cos B = -\\frac{1}{3} \\] Therefore, $\\cos A = -\\frac{1}{3}$.",
+         "\\cos A = -\\frac{1}{3}", "inline_math"),  # the concluding sentence after the display states the answer
         ("We compute and obtain $3\\sqrt{2}$", "3\\sqrt{2}", "inline_math"),
         ("Simplifying gives \\dfrac{9}{7}", "\\dfrac{9}{7}", "bare_latex"),
         ("pi/2", "pi/2", "plain_text"),
@@ -241,3 +244,36 @@ def test_huge_reference_only_matches_itself() -> None:
     assert accepted(r"\boxed{10^{10^{10^{10}}}}", r"10^{10^{10^{10}}}")
     with pytest.raises(InvalidReference):
         check(r"\boxed{5}", r"10^{10^{10^{10}}}")
+
+
+# --- a final statement that names the quantity: "AB = 7" ------------------------------------------------------------
+
+@pytest.mark.parametrize("response, reference", [
+    (r"Therefore, $\cos \angle RPS = -\frac{24}{25}$.", r"-\frac{24}{25}"),  # a ProcessBench (Qwen) ending
+    (r"Thus $AB = 7$", "7"),
+    (r"Hence $f(2) = 5$.", "5"),
+    (r"So $P(A) = \frac{3}{8}$", "0.375"),
+    (r"\boxed{f(x) = 2x+3}", "2x+3"),
+    (r"The area is $\pi r^2 = 4\pi$.", r"4\pi"),
+])
+def test_a_named_quantity_with_the_gold_value_is_accepted(response: str, reference: str) -> None:
+    assert accepted(response, reference)
+
+
+@pytest.mark.parametrize("response, reference", [
+    (r"Thus $AB = 8$", "7"),
+    (r"$4 = 5$", "5"),  # a false statement, not a named value
+    (r"$x = 1 = 5$", "5"),  # a chain states several values
+    (r"\boxed{x \le 5}", "5"),
+    (r"\boxed{y = 5}", "y = 2x + 5"),  # an equation gold is compared as an equation
+])
+def test_a_named_quantity_is_not_a_loophole(response: str, reference: str) -> None:
+    assert not accepted(response, reference)
+
+
+def test_prose_written_as_the_answer_is_no_answer_not_a_product_of_letters() -> None:
+    # A real ProcessBench ending: "a precise numerical answer is arrived at through careful consideration of ...".
+    verdict = check("Thus a precise numerical answer is arrived at through careful consideration of all cases.", "144")
+    assert verdict.status == Status.NO_ANSWER and verdict.score == 0.0
+    assert "prose" in verdict.reason
+    assert accepted(r"The answer is $5\text{ square feet per minute}$.", "5")  # words inside \text are units

@@ -335,6 +335,9 @@ def _weak_extraction(section: str, *, last_number: bool, choice_letters: bool) -
         return Extraction([bolds[-1]], "bold")
     last_par = re.split(r"\n\s*\n", section.strip())[-1]
     displays = list(_DISPLAY.finditer(last_par))
+    concluding = _concluding_inline(last_par, displays[-1].end() if displays else 0)
+    if concluding:
+        return Extraction([concluding], "inline_math")
     if displays:
         m = displays[-1]
         return Extraction([(m.group("a") or m.group("b")).strip()], "display_math")
@@ -358,6 +361,22 @@ def _weak_extraction(section: str, *, last_number: bool, choice_letters: bool) -
         if numbers:
             return Extraction([numbers[-1]], "last_number")
     return None
+
+
+_CONCLUSION = re.compile(r"(?:^|[.!?:]\s+|\n)\s*(?:therefore|thus|hence|so|finally|in conclusion)\b[^.!?\n]*$",
+                         re.IGNORECASE)
+
+
+def _concluding_inline(paragraph: str, after: int) -> str | None:
+    """Inline math after the last display, in a sentence that concludes ("Therefore, $\\cos A = -\\frac{24}{25}$."):
+    the statement the display was working towards, so it wins over the display."""
+    inlines = [m for m in _INLINE.finditer(paragraph) if m.start() >= after]
+    if not inlines or not after:
+        return None
+    m = inlines[-1]
+    if not _CONCLUSION.search(paragraph[after:m.start()]):
+        return None
+    return (m.group("a") or m.group("b")).strip()
 
 
 _ALTERNATIVE = re.compile(

@@ -8,8 +8,8 @@ tokens of latex2sympy's own lexer (so numbers, letters, differentials and comman
 parser splits them), and returns None for anything outside it, so the caller falls back to latex2sympy unchanged.
 
 The grammar, on the text after the library's normalisation (which the caller applies first):
-- expressions: numbers, single letters and Greek commands (``e``, ``I``, ``d``-differentials, subscripts and primes
-  are refused), ``\\infty``, ``\\frac{a}{b}``, ``\\sqrt{x}``, ``\\sqrt[n]{x}``, ``+ - * / \\cdot \\times \\div``,
+- expressions: numbers, single letters and Greek commands with optional subscripts (``e``, ``I`` and
+  ``d``-differentials are refused), ``\\infty``, ``\\frac{a}{b}``, ``\\sqrt{x}``, ``\\sqrt[n]{x}``, ``+ - * / \\cdot \\times \\div``,
   implicit multiplication, unary signs, one power per base (``^k``, ``^x``, ``^{expr}``) and parentheses;
 - elements: an expression, ``a \\pm b`` / ``\\pm b``, one relation chain (``= < > \\le \\ge \\ne``), ``x \\in S``,
   intervals and tuples in ``()``/``[]``, ``\\{...\\}`` sets and their ``\\cup`` unions; several comma-separated
@@ -39,7 +39,7 @@ from latex2sympy2_extended.sets import FiniteSet
 from latex2sympy2_extended.symbols import get_symbol
 
 MAX_NUMBER_DIGITS = 80
-MAX_EXPONENT = 100  # |k| in x^k; larger powers go to the full parser (and its size guards)
+MAX_EXPONENT = 10_000  # |k| in x^k; larger powers go to the full parser (the size guards run after either parser)
 MAX_TOKENS = 400
 
 # latex2sympy's own test for "1,000": the whole text is one number with thousands separators.
@@ -54,7 +54,7 @@ _KINDS = {
     PSLexer.L_BRACE_VISUAL: "set(", PSLexer.R_BRACE_VISUAL: "set)", PSLexer.CMD_MATRIX_START: "matrix(",
     PSLexer.CMD_MATRIX_END: "matrix)", PSLexer.MATRIX_DEL_ROW: "row", PSLexer.MATRIX_DEL_COL: "col",
     PSLexer.ASSIGNMENT: "rel", PSLexer.LT: "rel", PSLexer.LTE: "rel", PSLexer.GT: "rel", PSLexer.GTE: "rel",
-    PSLexer.UNEQUAL: "rel",
+    PSLexer.UNEQUAL: "rel", PSLexer.UNDERSCORE: "_",
 }
 _RELATIONS = {
     PSLexer.ASSIGNMENT: sympy.Eq, PSLexer.LT: sympy.StrictLessThan, PSLexer.LTE: sympy.LessThan,
@@ -351,8 +351,8 @@ class _Parser:
                 raise _Refuse
             value = _number(text)
         elif kind in ("letter", "greek"):
-            value = self.atom()
-            if self.peek() == "(":
+            value = get_symbol(self.take(kind), None, True)
+            if self.peek() in ("(", "_"):
                 raise _Refuse
             return value
         else:
@@ -371,12 +371,29 @@ class _Parser:
         self.take("}")
         return value
 
+    def subscript(self) -> str:
+        """``_1``, ``_{n+1}``: the converter names the symbol by the subscript's token texts, joined."""
+        self.take("_")
+        if self.peek() in ("num", "letter", "greek"):
+            text = self.tokens[self.pos][2]
+            self.pos += 1
+        else:
+            start = self.pos + 1
+            self.braced()  # the subscript must be an expression the grammar reads
+            text = "".join(t[2] for t in self.tokens[start:self.pos - 1])
+        if self.peek() == "_":
+            raise _Refuse
+        return f"_{{{text}}}" if len(text) > 1 else f"_{text}"
+
     def atom(self) -> sympy.Basic:
         kind = self.peek()
         if kind == "num":
             return _number(self.take("num"))
         if kind in ("letter", "greek"):
-            return get_symbol(self.take(kind), None, True)
+            name = self.take(kind)
+            if self.peek() == "_":
+                name += self.subscript()
+            return get_symbol(name, None, True)
         if kind == "symbol":
             self.pos += 1
             return sympy.oo

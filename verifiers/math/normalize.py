@@ -195,3 +195,39 @@ def well_formed(answer: str) -> bool:
     if re.search(r"[+\-*/^=]\s*[*/^=]|\\frac\s*(?:\{[^{}]*\})?\s*(?:$|[^\s{\d\\])", s):
         return False
     return all(m.group(1) in _KNOWN_COMMANDS for m in _COMMAND.finditer(s))
+
+
+_OTHER_RELATION = re.compile(r"[<>≤≥≠≈]|\\(?:le|ge|leq|geq|lt|gt|ne|neq|approx|equiv|sim|simeq|in|notin|subset|subseteq)(?![A-Za-z])")
+
+
+def named_value(answer: str) -> tuple[str, str] | None:
+    """``AB = 7``, ``f(2) = 5``, ``\\cos \\angle RPS = -\\frac{24}{25}``: (name, value) of a final statement that
+    gives one quantity one value, or None. One ``=`` at the outer level, no other relation, both sides non-empty."""
+    depth, cut = 0, -1
+    for k, c in enumerate(answer):
+        if c in "{([":
+            depth += 1
+        elif c in "})]":
+            depth -= 1
+        elif c == "=" and depth == 0:
+            if cut >= 0:
+                return None  # a chain "a = b = c" states several values
+            cut = k
+    if cut < 0 or _OTHER_RELATION.search(answer):
+        return None
+    name, value = answer[:cut].strip().rstrip(":").strip(), answer[cut + 1:].strip()
+    if not name or not value or not re.search(r"[A-Za-z]", _NUMERIC_COMMANDS.sub("", name)):
+        return None  # "\\frac{1}{2} = 0.5", "2 + 3 = 5": a computation, not a named quantity
+    return name, value
+
+
+# Commands that write numbers, so a side made of them and digits is a constant, not a name.
+_NUMERIC_COMMANDS = re.compile(r"\\(?:[dt]?frac|sqrt|pi|cdot|times|div|left|right|circ)(?![A-Za-z])")
+_TEXT_GROUP = re.compile(r"\\(?:text\w*|mbox|mathrm|operatorname)\s*\{[^{}]*\}")
+_PROSE_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}")
+
+
+def is_prose(answer: str) -> bool:
+    """A sentence written as if it were math (``arrived at through careful consideration of …``): three or more
+    words outside ``\\text{}`` and command names. The LaTeX parser would read it as a product of letters."""
+    return len(_PROSE_WORD.findall(_TEXT_GROUP.sub(" ", answer))) >= 3

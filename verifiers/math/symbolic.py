@@ -25,7 +25,7 @@ from sympy.matrices.matrixbase import MatrixBase
 
 from verifiers.math.fastparse import fast_parse
 from verifiers.math.guards import MAX_EXACT_DIGITS, TooLarge, check_size
-from verifiers.math.normalize import plain_to_latex, strip_decorations
+from verifiers.math.normalize import is_prose, plain_to_latex, strip_decorations
 
 _PREC = 60
 _EXACT_TOL = sympy.Float("1e-40", _PREC)
@@ -63,6 +63,8 @@ def parse_latex(text: str) -> sympy.Basic:
     s = _prepare(text)
     if not s or len(s) > MAX_PARSE_CHARS:
         raise ParseError("empty or too long to parse" if s else "empty")
+    if is_prose(s):
+        raise ParseError("the answer is prose, not a math expression")
     expr = fast_parse(normalize_latex(s, _NORMALIZATION))
     return _imaginary(expr if expr is not None else parse_full(s))
 

@@ -14,7 +14,7 @@ from verifiers.base import BaseOptions, Verifier
 from verifiers.math.extract import boxed_contents, clip_tail, extract, split_alternatives
 from verifiers.math.guards import TooLarge, check_size, hacking_reason
 from verifiers.math.shape import compound_shape
-from verifiers.math.normalize import canonical, split_condition, text_content, unwrap, well_formed
+from verifiers.math.normalize import canonical, named_value, split_condition, text_content, unwrap, well_formed
 from verifiers.math.numeric import Number, numbers_equal, parse_number
 from verifiers.math.symbolic import ParseError, equivalent, is_multi_valued, parse_latex
 from verifiers.types import InvalidReference, Verdict
@@ -148,6 +148,9 @@ def compare(gold: Gold, answer: str, rel_tol: float) -> Decision:
         return Decision(False, "condition", note="the answer's quantifier/condition differs from the reference's")
     if canonical(body) == gold.key:
         return Decision(True, "string")
+    named = _named_quantity(gold, body, rel_tol)
+    if named is not None:
+        return named
     number = parse_number(body)
     if gold.number is not None and number is not None:
         return Decision(numbers_equal(gold.number, number, rel_tol), "numeric")
@@ -169,6 +172,21 @@ def compare(gold: Gold, answer: str, rel_tol: float) -> Decision:
         return Decision(equivalent(gold.expr, expr, rel_tol), "symbolic")
     except TooLarge as exc:
         return Decision(False, "size_guard", note=str(exc))
+
+
+def _named_quantity(gold: Gold, body: str, rel_tol: float) -> Decision | None:
+    """``AB = 7``, ``f(2) = 5``, ``\\cos \\angle RPS = -\\frac{24}{25}`` against the value 7, 5, -24/25: the statement's
+    value is the answer. Only ever accepts (a miss falls through to the usual comparison of the whole statement),
+    only when the gold is a value (an equation gold is compared as an equation), and only when the named side has a
+    letter beyond number-writing commands (``4 = 5`` and ``\\frac{1}{2} = 0.6`` are not named values)."""
+    split = named_value(body)
+    if split is None or gold.words is not None or named_value(gold.text) is not None:
+        return None
+    name, value = split
+    decision = compare(gold, value, rel_tol)
+    if not decision.equal or decision.hedged:
+        return None
+    return decision
 
 
 class MathVerifier(Verifier):
