@@ -91,6 +91,16 @@ def mv_pool_rate(warm: list[tuple[str, str, bool]], pairs: list[tuple[str, str, 
         return len(pairs) / (time.perf_counter() - started)
 
 
+def print_rates(warm: list[tuple[str, str, bool]], pairs: list[tuple[str, str, bool]], workers: int, rounds: int,
+                indent: str = "") -> None:
+    """Single worker and full pool, ours and math-verify, each in fresh processes; the best of ``rounds``."""
+    for n in sorted({1, workers}):
+        ours = max(asyncio.run(pool_rate(warm, pairs, n)) for _ in range(rounds))
+        theirs = max(mv_pool_rate(warm, pairs, n) for _ in range(rounds))
+        label = "single worker" if n == 1 else f"full pool ({n} workers)"
+        print(f"{indent}{label}: ours {ours:,.0f} pairs/s, math-verify {theirs:,.0f} pairs/s, ratio {ours / theirs:.1f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
@@ -112,11 +122,7 @@ def main() -> None:
 
     # Speed: fresh worker processes for both sides (a shared process would let one side warm the other's LaTeX
     # parser caches on the very strings being timed).
-    for workers in sorted({1, args.workers}):
-        ours = max(asyncio.run(pool_rate(warm, pairs, workers)) for _ in range(args.rounds))
-        theirs = max(mv_pool_rate(warm, pairs, workers) for _ in range(args.rounds))
-        label = "single worker" if workers == 1 else f"full pool ({workers} workers)"
-        print(f"{label}: ours {ours:,.0f} pairs/s, math-verify {theirs:,.0f} pairs/s, ratio {ours / theirs:.1f}x")
+    print_rates(warm, pairs, args.workers, args.rounds)
 
     real = load_processbench_pairs(rows)
     if real:
@@ -125,11 +131,7 @@ def main() -> None:
         mv_ok = sum(mv_check(p) == t for p, t in zip(real, truth))
         print(f"real model outputs: {len(real)} ProcessBench (Llama/Qwen) solutions to MATH-500 problems; agreement "
               f"with the human label: ours {ours_ok}, math-verify {mv_ok}")
-        for workers in sorted({1, args.workers}):
-            ours = max(asyncio.run(pool_rate(warm, real, workers)) for _ in range(args.rounds))
-            theirs = max(mv_pool_rate(warm, real, workers) for _ in range(args.rounds))
-            label = "single worker" if workers == 1 else f"full pool ({workers} workers)"
-            print(f"  {label}: ours {ours:,.0f} pairs/s, math-verify {theirs:,.0f} pairs/s, ratio {ours / theirs:.1f}x")
+        print_rates(warm, real, args.workers, args.rounds, indent="  ")
 
 
 if __name__ == "__main__":
