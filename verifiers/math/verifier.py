@@ -14,7 +14,9 @@ from verifiers.base import BaseOptions, Verifier
 from verifiers.math.extract import boxed_contents, clip_tail, extract, split_alternatives
 from verifiers.math.guards import TooLarge, check_size, hacking_reason
 from verifiers.math.shape import compound_shape
-from verifiers.math.normalize import canonical, named_value, split_condition, text_content, unwrap, well_formed
+from verifiers.math.normalize import (
+    canonical, equation_sides, lone_number, names_a_quantity, split_condition, text_content, unwrap, well_formed,
+)
 from verifiers.math.numeric import Number, numbers_equal, parse_number
 from verifiers.math.symbolic import ParseError, equivalent, is_multi_valued, parse_latex
 from verifiers.types import InvalidReference, Verdict
@@ -148,9 +150,9 @@ def compare(gold: Gold, answer: str, rel_tol: float) -> Decision:
         return Decision(False, "condition", note="the answer's quantifier/condition differs from the reference's")
     if canonical(body) == gold.key:
         return Decision(True, "string")
-    named = _named_quantity(gold, body, rel_tol)
-    if named is not None:
-        return named
+    stated = _statement_value(gold, body, rel_tol)
+    if stated is not None:
+        return stated
     number = parse_number(body)
     if gold.number is not None and number is not None:
         return Decision(numbers_equal(gold.number, number, rel_tol), "numeric")
@@ -174,19 +176,28 @@ def compare(gold: Gold, answer: str, rel_tol: float) -> Decision:
         return Decision(False, "size_guard", note=str(exc))
 
 
-def _named_quantity(gold: Gold, body: str, rel_tol: float) -> Decision | None:
-    """``AB = 7``, ``f(2) = 5``, ``\\cos \\angle RPS = -\\frac{24}{25}`` against the value 7, 5, -24/25: the statement's
-    value is the answer. Only ever accepts (a miss falls through to the usual comparison of the whole statement),
-    only when the gold is a value (an equation gold is compared as an equation), and only when the named side has a
-    letter beyond number-writing commands (``4 = 5`` and ``\\frac{1}{2} = 0.6`` are not named values)."""
-    split = named_value(body)
-    if split is None or gold.words is not None or named_value(gold.text) is not None:
+def _statement_value(gold: Gold, body: str, rel_tol: float) -> Decision | None:
+    """The value a final statement gives, against a value gold: ``AB = 7``, ``f(2) = 5``, ``\\cos \\angle RPS = -24/25``,
+    a computation ``\\text{Total} = 20 \\times 2 = 40``, a sentence with one number ("Verna received $7.00 in change",
+    "12 tomatoes"). Only ever accepts (a miss falls through to the usual comparison of the whole statement); never
+    when the gold is itself an equation or relation, and never when a side that is a number states another value
+    (``4 = 5``, ``x = 1 = 5``)."""
+    if gold.words is not None or equation_sides(gold.text) is not None:
         return None
-    name, value = split
-    decision = compare(gold, value, rel_tol)
-    if not decision.equal or decision.hedged:
+    sides = equation_sides(body)
+    if sides is not None:
+        decision = compare(gold, sides[-1], rel_tol)
+        if decision.equal and not decision.hedged and len(sides) > 1 and all(
+            names_a_quantity(side) or compare(gold, side, rel_tol).equal for side in sides[:-1]
+        ):
+            return decision
         return None
-    return decision
+    if gold.number is not None:
+        number = lone_number(body)
+        if number is not None and number != body.strip():
+            decision = compare(gold, number, rel_tol)
+            return decision if decision.equal else None
+    return None
 
 
 class MathVerifier(Verifier):
