@@ -49,7 +49,8 @@ def load_processbench_pairs(rows: list[dict]) -> list[tuple[str, str, bool]]:
     for item in json.loads(path.read_text()):
         if item["problem"].strip() in golds:
             steps = item["steps"] if isinstance(item["steps"], list) else json.loads(item["steps"])
-            pairs.append(("\n\n".join(steps), golds[item["problem"].strip()], str(item["final_answer_correct"]) == "True"))
+            label = str(item["final_answer_correct"]) == "True"
+            pairs.append(("\n\n".join(steps), golds[item["problem"].strip()], label))
     return pairs
 
 
@@ -98,7 +99,8 @@ def print_rates(warm: list[tuple[str, str, bool]], pairs: list[tuple[str, str, b
         ours = max(asyncio.run(pool_rate(warm, pairs, n)) for _ in range(rounds))
         theirs = max(mv_pool_rate(warm, pairs, n) for _ in range(rounds))
         label = "single worker" if n == 1 else f"full pool ({n} workers)"
-        print(f"{indent}{label}: ours {ours:,.0f} pairs/s, math-verify {theirs:,.0f} pairs/s, ratio {ours / theirs:.1f}x")
+        print(f"{indent}{label}: ours {ours:,.0f} pairs/s, math-verify {theirs:,.0f} pairs/s, "
+              f"ratio {ours / theirs:.1f}x")
 
 
 def main() -> None:

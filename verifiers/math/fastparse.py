@@ -9,7 +9,9 @@ parser splits them), and returns None for anything outside it, so the caller fal
 
 The grammar, on the text after the library's normalisation (which the caller applies first):
 - expressions: numbers, single letters and Greek commands with optional subscripts (``e``, ``I`` and
-  ``d``-differentials are refused), ``\\infty``, ``\\frac{a}{b}``, ``\\sqrt{x}``, ``\\sqrt[n]{x}``, ``+ - * / \\cdot \\times \\div``,
+  ``d``-differentials are refused), ``\\sin``…``\\cot``, ``\\ln`` and ``\\log`` with an optional power
+  (``\\sin^2 x``, ``\\tan^{-1}(1)``) and their argument in parentheses or bare (``\\sin 2x``, ending before the
+  next function), ``\\infty``, ``\\frac{a}{b}``, ``\\sqrt{x}``, ``\\sqrt[n]{x}``, ``+ - * / \\cdot \\times \\div``,
   implicit multiplication, unary signs, one power per base (``^k``, ``^x``, ``^{expr}``) and parentheses;
 - elements: an expression, ``a \\pm b`` / ``\\pm b``, one relation chain (``= < > \\le \\ge \\ne``), ``x \\in S``,
   intervals and tuples in ``()``/``[]``, ``\\{...\\}`` sets and their ``\\cup`` unions; several comma-separated
@@ -29,8 +31,10 @@ answers and on generated expressions of every construct.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import sympy
+import sympy.functions.elementary.trigonometric as sympy_trig
 from antlr4 import InputStream
 from antlr4.error.ErrorListener import ErrorListener
 from latex2sympy2_extended.antlr_parser import PSLexer
@@ -54,14 +58,17 @@ _KINDS = {
     PSLexer.L_BRACE_VISUAL: "set(", PSLexer.R_BRACE_VISUAL: "set)", PSLexer.CMD_MATRIX_START: "matrix(",
     PSLexer.CMD_MATRIX_END: "matrix)", PSLexer.MATRIX_DEL_ROW: "row", PSLexer.MATRIX_DEL_COL: "col",
     PSLexer.ASSIGNMENT: "rel", PSLexer.LT: "rel", PSLexer.LTE: "rel", PSLexer.GT: "rel", PSLexer.GTE: "rel",
-    PSLexer.UNEQUAL: "rel", PSLexer.UNDERSCORE: "_",
+    PSLexer.UNEQUAL: "rel", PSLexer.UNDERSCORE: "_", PSLexer.FUNC_SIN: "func", PSLexer.FUNC_COS: "func",
+    PSLexer.FUNC_TAN: "func", PSLexer.FUNC_CSC: "func", PSLexer.FUNC_SEC: "func", PSLexer.FUNC_COT: "func",
+    PSLexer.FUNC_LN: "func", PSLexer.FUNC_LOG: "func",
 }
 _RELATIONS = {
     PSLexer.ASSIGNMENT: sympy.Eq, PSLexer.LT: sympy.StrictLessThan, PSLexer.LTE: sympy.LessThan,
     PSLexer.GT: sympy.StrictGreaterThan, PSLexer.GTE: sympy.GreaterThan, PSLexer.UNEQUAL: sympy.Ne,
 }
 _MATRIX_STARTS = frozenset({"\\begin{pmatrix}", "\\begin{bmatrix}"})
-_ATOM_START = frozenset({"num", "letter", "greek", "symbol", "frac", "sqrt", "("})
+_ATOM_START = frozenset({"num", "letter", "greek", "symbol", "frac", "sqrt", "(", "func"})
+_LOG_BASES = {"ln": sympy.E, "log": 10}
 
 
 class _Refuse(Exception):
@@ -152,6 +159,15 @@ class _Parser:
     def __init__(self, tokens: list[tuple[str, int, str]]) -> None:
         self.tokens = tokens
         self.pos = 0
+        self.nofunc = False  # inside a function's argument written without parentheses ("\\sin 2x")
+
+    def grouped(self, parse: Callable[[], sympy.Basic]) -> sympy.Basic:
+        """Parse inside a bracket or brace group, where functions are allowed again."""
+        saved, self.nofunc = self.nofunc, False
+        try:
+            return parse()
+        finally:
+            self.nofunc = saved
 
     def peek(self, ahead: int = 0) -> str | None:
         k = self.pos + ahead
@@ -311,6 +327,8 @@ class _Parser:
         while self.peek() in ("mul", "div"):
             kind = self.peek()
             self.pos += 1
+            if self.nofunc and self.peek() in ("func", "sqrt"):
+                raise _Refuse  # "\\sin x \\cdot \\cos x" is sin(x cos x) to the grammar
             rh = self.unary()
             lh = _flat(sympy.Mul, lh, rh) if kind == "mul" else _quotient(lh, rh)
         return lh
@@ -322,8 +340,12 @@ class _Parser:
         if self.peek() == "-":
             self.pos += 1
             return _negate(self.unary())
+        if self.nofunc and self.peek() in ("func", "sqrt"):
+            raise _Refuse  # "\\sin \\sqrt{2}": where the bare argument ends is the grammar's own business
         items = [self.power()]
         while self.peek() in _ATOM_START:
+            if self.nofunc and self.peek() in ("func", "sqrt"):
+                break  # "\\sin x \\cos x": the bare argument ends before the next function
             if self.peek() == "num" and self.tokens[self.pos - 1][0] == "num":
                 raise _Refuse  # "1 2": the grammar reads a mixed number
             items.append(self.power())
@@ -367,7 +389,7 @@ class _Parser:
 
     def braced(self) -> sympy.Basic:
         self.take("{")
-        value = self.expr()
+        value = self.grouped(self.expr)
         self.take("}")
         return value
 
@@ -385,6 +407,29 @@ class _Parser:
             raise _Refuse
         return f"_{{{text}}}" if len(text) > 1 else f"_{text}"
 
+    def function(self) -> sympy.Basic:
+        """``\\sin x``, ``\\sin^2(2x)``, ``\\ln 2``: the argument in parentheses, or bare (a product, no function)."""
+        name = self.take("func")[1:]
+        power = None
+        if self.peek() == "^":
+            self.pos += 1
+            power = self.exponent()
+        if self.peek() in ("_", "{", None) or (power is not None and name in _LOG_BASES):
+            raise _Refuse  # "\\log_2 8", "\\sin{x}", a bare "\\sin"
+        if self.peek() == "(":
+            self.pos += 1
+            arg = self.grouped(self.expr)
+            self.take(")")
+            if power is not None and self.peek() == "^":
+                raise _Refuse  # "\\sin^2(x)^3": two powers on one function
+        else:
+            saved, self.nofunc = self.nofunc, True
+            try:
+                arg = self.product()
+            finally:
+                self.nofunc = saved
+        return _function_node(name, arg, power)
+
     def atom(self) -> sympy.Basic:
         kind = self.peek()
         if kind == "num":
@@ -399,9 +444,11 @@ class _Parser:
             return sympy.oo
         if kind == "(":
             self.pos += 1
-            value = self.expr()
+            value = self.grouped(self.expr)
             self.take(")")
             return value
+        if kind == "func":
+            return self.function()
         if kind == "frac":
             self.pos += 1
             top = self.braced()
@@ -418,6 +465,18 @@ class _Parser:
             base = self.braced()
             return sympy.Pow(base, sympy.S.Half if root is None else 1 / root, evaluate=False)
         raise _Refuse
+
+
+def _function_node(name: str, arg: sympy.Basic, power: sympy.Basic | None) -> sympy.Basic:
+    """The converter's node for ``\\sin``…``\\cot``, ``\\ln``, ``\\log``; ``^{-1}`` on a trig function is its
+    inverse."""
+    if name in _LOG_BASES:
+        expr = sympy.log(arg, _LOG_BASES[name], evaluate=False)
+    else:
+        if power == -1:
+            name, power = "a" + name, None
+        expr = getattr(sympy_trig, name)(arg, evaluate=False)
+    return sympy.Pow(expr, power, evaluate=False) if power else expr
 
 
 def _Contains(symbol: sympy.Basic, collection: sympy.Basic) -> sympy.Basic:  # noqa: N802 - reads as the node

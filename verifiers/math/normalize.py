@@ -198,7 +198,9 @@ def well_formed(answer: str) -> bool:
     return all(m.group(1) in _KNOWN_COMMANDS for m in _COMMAND.finditer(s))
 
 
-_OTHER_RELATION = re.compile(r"[<>≤≥≠≈]|\\(?:le|ge|leq|geq|lt|gt|ne|neq|approx|equiv|sim|simeq|in|notin|subset|subseteq)(?![A-Za-z])")
+_OTHER_RELATION = re.compile(
+    r"[<>≤≥≠≈]|\\(?:le|ge|leq|geq|lt|gt|ne|neq|approx|equiv|sim|simeq|in|notin|subset|subseteq)(?![A-Za-z])"
+)
 
 
 def equation_sides(answer: str) -> list[str] | None:

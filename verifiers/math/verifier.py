@@ -177,9 +177,9 @@ def compare(gold: Gold, answer: str, rel_tol: float) -> Decision:
 
 
 def _statement_value(gold: Gold, body: str, rel_tol: float) -> Decision | None:
-    """The value a final statement gives, against a value gold: ``AB = 7``, ``f(2) = 5``, ``\\cos \\angle RPS = -24/25``,
-    a computation ``\\text{Total} = 20 \\times 2 = 40``, a sentence with one number ("Verna received $7.00 in change",
-    "12 tomatoes"). Only ever accepts (a miss falls through to the usual comparison of the whole statement); never
+    """The value a final statement gives, against a value gold: ``AB = 7``, ``f(2) = 5``,
+    ``\\cos \\angle RPS = -24/25``, a computation ``\\text{Total} = 20 \\times 2 = 40``, a sentence with one number
+    ("Verna received $7.00 in change", "12 tomatoes"). Only ever accepts (a miss falls through to the usual comparison of the whole statement); never
     when the gold is itself an equation or relation, and never when a side that is a number states another value
     (``4 = 5``, ``x = 1 = 5``)."""
     if gold.words is not None or equation_sides(gold.text) is not None:
