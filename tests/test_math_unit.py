@@ -289,3 +289,24 @@ def test_prose_written_as_the_answer_is_no_answer_not_a_product_of_letters() -> 
     assert verdict.status == Status.NO_ANSWER and verdict.score == 0.0
     assert "prose" in verdict.reason
     assert accepted(r"The answer is $5\text{ square feet per minute}$.", "5")  # words inside \text are units
+
+
+@pytest.mark.parametrize("response, reference", [
+    (r"\boxed{\dfrac{-1 \pm \sqrt{5}}{2}}", r"\frac{-1+\sqrt5}{2}, \frac{-1-\sqrt5}{2}"),  # \pm inside a fraction
+    (r"\boxed{\frac{-1+\sqrt5}{2}, \frac{-1-\sqrt5}{2}}", r"\frac{-1 \pm \sqrt{5}}{2}"),
+    (r"\boxed{2(1 \mp \sqrt{3})}", r"2 - 2\sqrt{3}, 2 + 2\sqrt{3}"),
+    (r"\boxed{0.\overline{3}}", r"\frac13"),  # repeating decimals are exact
+    (r"\boxed{1.1\overline{6}}", r"\frac{7}{6}"),
+    (r"\boxed{a=2, b=3}", "(2, 3)"),  # named values of an ordered pair, in order
+    (r"\boxed{x=-2, x=1}", "1, -2"),  # the roots, named
+])
+def test_compound_forms_models_write(response: str, reference: str) -> None:
+    assert accepted(response, reference)
+
+
+def test_compound_forms_are_not_loopholes() -> None:
+    assert check(r"\boxed{\dfrac{-1 \pm \sqrt{5}}{2}}", r"\frac{-1+\sqrt5}{2}").status == Status.REJECTED  # hedge
+    assert not accepted(r"\boxed{0.\overline{3}}", "0.3")
+    wrong_pair = check(r"\boxed{a=3, b=2}", "(2, 3)")
+    assert wrong_pair.status == Status.OK and wrong_pair.score == 0.0  # a wrong pair, not a hedge
+    assert check(r"\boxed{a=2, b=3}", "2").status == Status.REJECTED  # several values against one

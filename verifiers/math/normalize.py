@@ -203,6 +203,21 @@ _OTHER_RELATION = re.compile(
 )
 
 
+def split_top_level(text: str, separator: str) -> list[str]:
+    """``text`` split at ``separator`` characters outside any bracket or brace (``a = (1, 2), b = 3`` → two parts)."""
+    parts, depth, last = [], 0, 0
+    for k, c in enumerate(text):
+        if c in "{([":
+            depth += 1
+        elif c in "})]":
+            depth -= 1
+        elif c == separator and depth == 0:
+            parts.append(text[last:k])
+            last = k + 1
+    parts.append(text[last:])
+    return [p.strip() for p in parts]
+
+
 def equation_sides(answer: str) -> list[str] | None:
     """The sides of ``name = value`` or of a computation ``\\text{Total} = 20 \\times 2 = 40``, split at the ``=`` of
     the outer level; None when there is no ``=``, another relation, or an empty side."""

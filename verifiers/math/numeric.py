@@ -26,6 +26,8 @@ _MIXED = re.compile(
     r"|\s(?P<c>\d+)\s*/\s*(?P<d>\d+))"
 )
 _BASE = re.compile(r"(?P<digits>[0-9A-Za-z]+)_\{?(?P<base>\d+)\}?")
+# 0.\overline{3}, 1.1\overline{6}, 0.\dot{3}: a repeating decimal, read exactly
+_REPEATING = re.compile(r"(?P<sign>[+-]?)(?P<int>\d*)\.(?P<fixed>\d*)\\(?:overline|dot)\s*\{(?P<rep>\d{1,50})\}")
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,11 @@ def parse_number(text: str) -> Number | None:
                 return None
             value *= Fraction(10) ** exp
         return Number(_sign(m) * value, decimal="." in raw)
+    m = _REPEATING.fullmatch(s)
+    if m:
+        fixed, rep = m.group("fixed"), m.group("rep")
+        tail = Fraction(int(fixed or "0"), 10 ** len(fixed)) + Fraction(int(rep), (10 ** len(rep) - 1) * 10 ** len(fixed))
+        return Number(_sign(m) * (int(m.group("int") or "0") + tail))
     m = _FRAC.fullmatch(s)
     if m:
         a, b = int(m.group("a") or m.group("a1")), int(m.group("b") or m.group("b1"))

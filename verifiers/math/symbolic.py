@@ -65,8 +65,33 @@ def parse_latex(text: str) -> sympy.Basic:
         raise ParseError("empty or too long to parse" if s else "empty")
     if is_prose(s):
         raise ParseError("the answer is prose, not a math expression")
+    s = _expand_nested_pm(s)
     expr = fast_parse(normalize_latex(s, _NORMALIZATION))
     return _imaginary(expr if expr is not None else parse_full(s))
+
+
+_PM = re.compile(r"\\(?:pm|mp)(?![A-Za-z])")
+
+
+def _expand_nested_pm(s: str) -> str:
+    """``\\frac{-1 \\pm \\sqrt{5}}{2}`` as the two values it writes (``..+.., ..-..``): the LaTeX parser reads ``\\pm``
+    only at the outer level. Only one sign, no commas (so never inside a set or tuple), and only inside a group."""
+    signs = list(_PM.finditer(s))
+    if len(signs) != 1 or "," in s:
+        return s
+    at = signs[0].start()
+    depth = 0
+    for k, c in enumerate(s[:at]):
+        if c in "{(" and (k == 0 or s[k - 1] != "\\"):
+            depth += 1
+        elif c in "})" and (k == 0 or s[k - 1] != "\\"):
+            depth -= 1
+    if depth <= 0:
+        return s
+    plus = "-" if signs[0].group(0) == "\\mp" else "+"
+    minus = "+" if plus == "-" else "-"
+    end = signs[0].end()
+    return f"{s[:at]}{plus}{s[end:]}, {s[:at]}{minus}{s[end:]}"
 
 
 def parse_full(prepared: str) -> sympy.Basic:

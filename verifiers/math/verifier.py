@@ -15,7 +15,8 @@ from verifiers.math.extract import boxed_contents, clip_tail, extract, split_alt
 from verifiers.math.guards import TooLarge, check_size, hacking_reason
 from verifiers.math.shape import compound_shape
 from verifiers.math.normalize import (
-    canonical, equation_sides, lone_number, names_a_quantity, split_condition, text_content, unwrap, well_formed,
+    canonical, equation_sides, lone_number, names_a_quantity, split_condition, split_top_level, text_content, unwrap,
+    well_formed,
 )
 from verifiers.math.numeric import Number, numbers_equal, parse_number
 from verifiers.math.symbolic import ParseError, equivalent, is_multi_valued, parse_latex
@@ -150,7 +151,7 @@ def compare(gold: Gold, answer: str, rel_tol: float) -> Decision:
         return Decision(False, "condition", note="the answer's quantifier/condition differs from the reference's")
     if canonical(body) == gold.key:
         return Decision(True, "string")
-    stated = _statement_value(gold, body, rel_tol)
+    stated = _named_list(gold, body, rel_tol) or _statement_value(gold, body, rel_tol)
     if stated is not None:
         return stated
     number = parse_number(body)
@@ -174,6 +175,29 @@ def compare(gold: Gold, answer: str, rel_tol: float) -> Decision:
         return Decision(equivalent(gold.expr, expr, rel_tol), "symbolic")
     except TooLarge as exc:
         return Decision(False, "size_guard", note=str(exc))
+
+
+def _named_list(gold: Gold, body: str, rel_tol: float) -> Decision | None:
+    """``a = 2, b = 3`` against the pair ``(2, 3)``, ``x = 1, x = -2`` against the roots ``1, -2``: the values, in the
+    order written, compared as a tuple (distinct names) or as a set. Only against a compound gold (against one value
+    a list of values is a hedge); other values make it a wrong answer, not a hedge."""
+    if gold.words is not None or not ("," in gold.text or gold.shape):
+        return None
+    parts = split_top_level(body, ",")
+    if len(parts) < 2:
+        return None
+    named = [equation_sides(p) for p in parts]
+    if any(n is None or len(n) != 2 or not names_a_quantity(n[0]) for n in named):
+        return None
+    values = [n[1] for n in named]  # type: ignore[index]
+    forms = [", ".join(values)]
+    if len({canonical(n[0]) for n in named}) == len(named):  # type: ignore[index]
+        forms.insert(0, f"({', '.join(values)})")
+    for form in forms:
+        decision = compare(gold, form, rel_tol)
+        if decision.equal and not decision.hedged:
+            return decision
+    return Decision(False, decision.method)  # one compound answer with other values: wrong, not a hedge
 
 
 def _statement_value(gold: Gold, body: str, rel_tol: float) -> Decision | None:
