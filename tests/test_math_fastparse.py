@@ -327,3 +327,14 @@ def test_verdicts_with_and_without_the_fast_path_are_identical(shared_data: Path
           f"verdicts differing: {len(differ)}")
     assert sum(taken) > 20
     assert differ == []
+
+
+def test_fast_path_is_bound_to_the_verified_converter_release() -> None:
+    """Another latex2sympy2_extended release may build other trees: the fast path must then be off (and this test
+    fails, asking for the differential tests to be rerun against it and VERIFIED_CONVERTER to be moved)."""
+    from importlib.metadata import version
+
+    from verifiers.math import fastparse
+
+    assert fastparse.ENABLED == version("latex2sympy2_extended").startswith(fastparse.VERIFIED_CONVERTER)
+    assert fastparse.ENABLED, f"latex2sympy2_extended {version('latex2sympy2_extended')} is not the verified release"

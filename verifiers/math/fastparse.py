@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from importlib.metadata import version
 
 import sympy
 import sympy.functions.elementary.trigonometric as sympy_trig
@@ -41,6 +42,11 @@ from latex2sympy2_extended.antlr_parser import PSLexer
 from latex2sympy2_extended.logic import And
 from latex2sympy2_extended.sets import FiniteSet
 from latex2sympy2_extended.symbols import get_symbol
+
+# The converter release whose trees this module imitates (checked by tests/test_math_fastparse.py); under any other
+# release the fast path stays off and every answer goes to latex2sympy.
+VERIFIED_CONVERTER = "1.11."
+ENABLED = version("latex2sympy2_extended").startswith(VERIFIED_CONVERTER)
 
 MAX_NUMBER_DIGITS = 80
 MAX_EXPONENT = 10_000  # |k| in x^k; larger powers go to the full parser (the size guards run after either parser)
@@ -499,7 +505,7 @@ def _juxtapose(items: list[sympy.Basic]) -> sympy.Basic:
 def fast_parse(normalized: str) -> sympy.Basic | None:
     """The tree latex2sympy builds for ``normalized`` (text already through its normalisation), or None when the
     text is outside the restricted grammar. ``i`` stays the symbol ``i``, exactly as latex2sympy returns it."""
-    if not normalized.strip() or _COMMA_NUMBER.match(normalized):
+    if not ENABLED or not normalized.strip() or _COMMA_NUMBER.match(normalized):
         return None
     try:
         tokens = _tokens(normalized)
