@@ -167,17 +167,17 @@ class _Parser:
         self.pos = 0
         self.nofunc = False  # inside a function's argument written without parentheses ("\\sin 2x")
 
-    def grouped(self, parse: Callable[[], sympy.Basic]) -> sympy.Basic:
-        """Parse inside a bracket or brace group, where functions are allowed again."""
-        saved, self.nofunc = self.nofunc, False
+    def scoped(self, nofunc: bool, parse: Callable[[], sympy.Basic]) -> sympy.Basic:
+        """Parse with ``nofunc`` set: off inside a bracket or brace group (functions are allowed again), on in a
+        function's bare argument."""
+        saved, self.nofunc = self.nofunc, nofunc
         try:
             return parse()
         finally:
             self.nofunc = saved
 
-    def peek(self, ahead: int = 0) -> str | None:
-        k = self.pos + ahead
-        return self.tokens[k][0] if k < len(self.tokens) else None
+    def peek(self) -> str | None:
+        return self.tokens[self.pos][0] if self.pos < len(self.tokens) else None
 
     def take(self, kind: str) -> str:
         if self.peek() != kind:
@@ -221,12 +221,12 @@ class _Parser:
         if kind == "rel":
             return [self.relation(first)]
         if kind == "in":
-            if not (first.is_Symbol and self.pos == start + 1 == 1):
+            if not (first.is_Symbol and start == 0 and self.pos == 1):
                 raise _Refuse  # the left side must be one letter for the grammar's set relation
             self.pos += 1
             if self.peek() not in ("(", "[", "set(") or not self._bracket_has_comma():
                 raise _Refuse
-            return [_Contains(first, self.set_expression())]
+            return [sympy.Eq(first, self.set_expression(), evaluate=False)]  # interpret_contains_as_eq
         return [first]
 
     def relation(self, first: sympy.Basic) -> sympy.Basic:
@@ -323,9 +323,7 @@ class _Parser:
         while self.peek() in ("+", "-"):
             sign = self.take(self.peek())  # type: ignore[arg-type]
             rh = self.product()
-            if sign == "-":
-                rh = -rh if _is_number(rh) else _flat(sympy.Mul, sympy.Integer(-1), rh)
-            lh = _flat(sympy.Add, lh, rh)
+            lh = _flat(sympy.Add, lh, _negate(rh) if sign == "-" else rh)
         return lh
 
     def product(self) -> sympy.Basic:
@@ -395,7 +393,7 @@ class _Parser:
 
     def braced(self) -> sympy.Basic:
         self.take("{")
-        value = self.grouped(self.expr)
+        value = self.scoped(False, self.expr)
         self.take("}")
         return value
 
@@ -424,16 +422,12 @@ class _Parser:
             raise _Refuse  # "\\log_2 8", "\\sin{x}", a bare "\\sin"
         if self.peek() == "(":
             self.pos += 1
-            arg = self.grouped(self.expr)
+            arg = self.scoped(False, self.expr)
             self.take(")")
             if power is not None and self.peek() == "^":
                 raise _Refuse  # "\\sin^2(x)^3": two powers on one function
         else:
-            saved, self.nofunc = self.nofunc, True
-            try:
-                arg = self.product()
-            finally:
-                self.nofunc = saved
+            arg = self.scoped(True, self.product)
         return _function_node(name, arg, power)
 
     def atom(self) -> sympy.Basic:
@@ -450,7 +444,7 @@ class _Parser:
             return sympy.oo
         if kind == "(":
             self.pos += 1
-            value = self.grouped(self.expr)
+            value = self.scoped(False, self.expr)
             self.take(")")
             return value
         if kind == "func":
@@ -483,11 +477,6 @@ def _function_node(name: str, arg: sympy.Basic, power: sympy.Basic | None) -> sy
             name, power = "a" + name, None
         expr = getattr(sympy_trig, name)(arg, evaluate=False)
     return sympy.Pow(expr, power, evaluate=False) if power else expr
-
-
-def _Contains(symbol: sympy.Basic, collection: sympy.Basic) -> sympy.Basic:  # noqa: N802 - reads as the node
-    """``x \\in S``: the converter's ``interpret_contains_as_eq`` reading."""
-    return sympy.Eq(symbol, collection, evaluate=False)
 
 
 def _juxtapose(items: list[sympy.Basic]) -> sympy.Basic:

@@ -221,17 +221,9 @@ def split_top_level(text: str, separator: str) -> list[str]:
 def equation_sides(answer: str) -> list[str] | None:
     """The sides of ``name = value`` or of a computation ``\\text{Total} = 20 \\times 2 = 40``, split at the ``=`` of
     the outer level; None when there is no ``=``, another relation, or an empty side."""
-    depth, cuts = 0, []
-    for k, c in enumerate(answer):
-        if c in "{([":
-            depth += 1
-        elif c in "})]":
-            depth -= 1
-        elif c == "=" and depth == 0:
-            cuts.append(k)
-    if not cuts or _OTHER_RELATION.search(answer):
+    sides = split_top_level(answer, "=")
+    if len(sides) < 2 or _OTHER_RELATION.search(answer):
         return None
-    sides = [answer[a + 1:b].strip() for a, b in zip([-1, *cuts], [*cuts, len(answer)])]
     sides[0] = sides[0].rstrip(":").strip()  # "x := 5"
     return sides if all(sides) else None
 

@@ -186,13 +186,13 @@ def _named_list(gold: Gold, body: str, rel_tol: float) -> Decision | None:
     parts = split_top_level(body, ",")
     if len(parts) < 2:
         return None
-    named = [equation_sides(p) for p in parts]
-    if any(n is None or len(n) != 2 or not names_a_quantity(n[0]) for n in named):
+    sides = [equation_sides(p) or [] for p in parts]
+    if any(len(s) != 2 or not names_a_quantity(s[0]) for s in sides):
         return None
-    values = [n[1] for n in named]  # type: ignore[index]
-    forms = [", ".join(values)]
-    if len({canonical(n[0]) for n in named}) == len(named):  # type: ignore[index]
-        forms.insert(0, f"({', '.join(values)})")
+    values = ", ".join(s[1] for s in sides)
+    forms = [values]
+    if len({canonical(s[0]) for s in sides}) == len(sides):  # distinct names: an ordered tuple
+        forms.insert(0, f"({values})")
     for form in forms:
         decision = compare(gold, form, rel_tol)
         if decision.equal and not decision.hedged:
