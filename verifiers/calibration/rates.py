@@ -6,8 +6,8 @@ Wald interval collapses to a point and claims a certainty the data do not have.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, TypeVar
 
 Z95 = 1.959963984540054
 
@@ -42,17 +42,25 @@ def wilson(k: int, n: int, z: float = Z95) -> Rate:
     return Rate(k, n, p, max(0.0, centre - half), min(1.0, centre + half))
 
 
+_T = TypeVar("_T", bound="_Tally")
+
+
+class _Tally:
+    """Integer counters that add field by field (merging the counts of several audits or windows)."""
+
+    def __add__(self: _T, other: _T) -> _T:
+        sums = (getattr(self, f.name) + getattr(other, f.name) for f in fields(self))  # type: ignore[arg-type]
+        return type(self)(*sums)
+
+
 @dataclass(frozen=True)
-class Counts:
+class Counts(_Tally):
     """A confusion matrix against true labels (positive = the verifier said correct)."""
 
     tp: int = 0
     fp: int = 0
     tn: int = 0
     fn: int = 0
-
-    def __add__(self, other: "Counts") -> "Counts":
-        return Counts(self.tp + other.tp, self.fp + other.fp, self.tn + other.tn, self.fn + other.fn)
 
     @property
     def total(self) -> int:
@@ -71,19 +79,13 @@ class Counts:
 
 
 @dataclass(frozen=True)
-class AppealCounts:
+class AppealCounts(_Tally):
     """What the online estimate sees: raw positives and negatives, how many negatives were appealed and overturned."""
 
     positives: int = 0
     negatives: int = 0
     appealed: int = 0
     overturned: int = 0
-
-    def __add__(self, other: "AppealCounts") -> "AppealCounts":
-        return AppealCounts(
-            self.positives + other.positives, self.negatives + other.negatives,
-            self.appealed + other.appealed, self.overturned + other.overturned,
-        )
 
     def online_rho1(self, rho0: float = 0.0) -> Rate:
         """ρ1 from appeals, treating the appeal judge as ground truth on the negatives it rechecks.
