@@ -14,8 +14,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from verifiers.math.normalize import canonical, unwrap
+from verifiers.math.normalize import canonical, lone_number, split_top_level, unwrap
 from verifiers.math.numeric import parse_number
+from verifiers.math.spans import Span, display_spans, escape_currency, inline_spans, math_spans
 
 _BOX = re.compile(r"\\(?:boxed|fbox|framebox)\s*(?:\[[^\]]*\])?\s*")
 _THINK_END = "</think>"
@@ -26,10 +27,12 @@ _PHRASE = re.compile(
     re.IGNORECASE,
 )
 _BOLD = re.compile(r"\*\*(?P<x>[^*\n]{1,200})\*\*")
-_DISPLAY = re.compile(r"\\\[(?P<a>.+?)\\\]|\$\$(?P<b>.+?)\$\$", re.DOTALL)
-_INLINE = re.compile(r"(?<![\\$])\$(?P<a>[^$]+?)\$(?!\$)|\\\((?P<b>.+?)\\\)", re.DOTALL)
 _LATEX_CMD = re.compile(r"\\(?:d?frac|sqrt|pi|cdot|times|infty|pm|left|right|begin|cup|leq|geq|circ|text)")
-_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:,\d{3})*(?:\.\d+)?(?:\s*/\s*\d+)?(?![\w])|(?<![\w.])-?\.\d+")
+# A number as prose writes it: thousands grouped by ",", "{,}", "\\," or one space ("10 000"), a decimal part, a slash.
+_NUMBER = re.compile(
+    r"(?<![\w.])-?(?:\d{1,3}(?:(?:,|\{,\}|\\,|\\ | )\d{3})+(?![\d])|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?(?![\w])"
+    r"|(?<![\w.])-?\.\d+"
+)
 _CHOICE = re.compile(r"\(([A-J])\)|^\s*([A-J])[.)]?\s*$", re.MULTILINE)
 # A sentence ends at ". " before a capital (after a digit too: "is 143. I hope it is correct"), never inside 3.14.
 _SENTENCE_END = re.compile(r"(?<=[^\d\s])\.\s+(?=[A-Z])|(?<=\d)\.\s+(?=[A-Z][a-z]|I\s)|\.\s*$")
@@ -82,21 +85,30 @@ def boxed_contents(text: str) -> list[str]:
     return [st.text for st in _box_statements(text)]
 
 
+_LIST_GLUE = re.compile(r"\s*(?:,|;|or|and|,\s*or|,\s*and)\s*", re.IGNORECASE)
+
+
+def _joined(x: str, spans: list[Span], first: int) -> str:
+    """Span ``first`` and the spans after it that only "or"/"and"/commas separate from it, as one answer
+    ("$x = 5$ and $x = 15$" states two values; keeping them together keeps a hedge visible and a list whole)."""
+    joined = [spans[first].body]
+    for prev, m in zip(spans[first:], spans[first + 1:]):
+        between = x[prev.end:m.start]
+        if not _LIST_GLUE.fullmatch(between):
+            break
+        joined.append(between.strip() + " " + m.body)
+    return " ".join(joined)
+
+
 def _cut_phrase(x: str) -> str:
     """The answer part of the text after an "answer is" phrase: its math spans (joined when only "or"/"and"/commas
     stand between them, so a hedge stays visible), else the first sentence."""
     x = x.strip()
     if x.startswith("\\boxed"):
         return x
-    spans = list(_INLINE.finditer(x)) or list(_DISPLAY.finditer(x))
-    if spans and spans[0].start() == 0:
-        joined = [spans[0].group("a") or spans[0].group("b") or ""]
-        for prev, m in zip(spans, spans[1:]):
-            between = x[prev.end():m.start()]
-            if not re.fullmatch(r"\s*(?:,|;|or|and|,\s*or|,\s*and)\s*", between, re.IGNORECASE):
-                break
-            joined.append(between.strip() + " " + (m.group("a") or m.group("b") or ""))
-        return " ".join(joined)
+    spans = inline_spans(x) or display_spans(x)
+    if spans and spans[0].start == 0:
+        return _joined(x, spans, 0)
     cut = _SENTENCE_END.split(x, maxsplit=1)[0]
     return cut.strip()
 
@@ -314,7 +326,7 @@ def _method(stated: list[Statement]) -> str:
 
 def extract(text: str, *, last_number: bool = True, choice_letters: bool = False) -> Extraction | None:
     """The response's final answer(s), or None when nothing answer-like is found."""
-    section = final_section(text)
+    section = escape_currency(final_section(text))
     stated = committed_statements(section)
     if stated:
         after = tentative_answers(section[stated[-1].start:])
@@ -334,17 +346,15 @@ def _weak_extraction(section: str, *, last_number: bool, choice_letters: bool) -
     if bolds:
         return Extraction([bolds[-1]], "bold")
     last_par = re.split(r"\n\s*\n", section.strip())[-1]
-    displays = list(_DISPLAY.finditer(last_par))
-    concluding = _concluding_inline(last_par, displays[-1].end() if displays else 0)
+    displays = display_spans(last_par)
+    concluding = _concluding_inline(last_par, displays[-1].end if displays else 0)
     if concluding:
         return Extraction([concluding], "inline_math")
     if displays:
-        m = displays[-1]
-        return Extraction([(m.group("a") or m.group("b")).strip()], "display_math")
-    inlines = list(_INLINE.finditer(last_par))
+        return Extraction([displays[-1].body.strip()], "display_math")
+    inlines = inline_spans(last_par)
     if inlines:
-        m = inlines[-1]
-        return Extraction([(m.group("a") or m.group("b")).strip()], "inline_math")
+        return Extraction([_last_list(last_par, inlines).strip()], "inline_math")
     lines = [ln.strip() for ln in section.strip().splitlines() if ln.strip()]
     last_line = lines[-1] if lines else ""
     if last_line and len(last_line) <= 300 and _LATEX_CMD.search(last_line):
@@ -355,7 +365,8 @@ def _weak_extraction(section: str, *, last_number: bool, choice_letters: bool) -
             a, b = letters[-1]
             return Extraction([a or b], "choice_letter")
     if last_line and len(lines) == 1 and len(last_line) <= 120 and re.search(r"[\d\w]", last_line):
-        return Extraction([last_line], "plain_text")
+        if answer_like(last_line) or lone_number(last_line) is not None:
+            return Extraction([last_line], "plain_text")
     if last_number:
         numbers = _NUMBER.findall(section)
         if numbers:
@@ -370,13 +381,21 @@ _CONCLUSION = re.compile(r"(?:^|[.!?:]\s+|\n)\s*(?:therefore|thus|hence|so|final
 def _concluding_inline(paragraph: str, after: int) -> str | None:
     """Inline math after the last display, in a sentence that concludes ("Therefore, $\\cos A = -\\frac{24}{25}$."):
     the statement the display was working towards, so it wins over the display."""
-    inlines = [m for m in _INLINE.finditer(paragraph) if m.start() >= after]
+    inlines = [m for m in inline_spans(paragraph) if m.start >= after]
     if not inlines or not after:
         return None
     m = inlines[-1]
-    if not _CONCLUSION.search(paragraph[after:m.start()]):
+    if not _CONCLUSION.search(paragraph[after:m.start]):
         return None
-    return (m.group("a") or m.group("b")).strip()
+    return m.body.strip()
+
+
+def _last_list(paragraph: str, spans: list[Span]) -> str:
+    """The last inline span, with the spans before it that "and"/"or"/commas join to it ("$n = 5$ and $n = 15$")."""
+    first = len(spans) - 1
+    while first > 0 and _LIST_GLUE.fullmatch(paragraph[spans[first - 1].end:spans[first].start]):
+        first -= 1
+    return _joined(paragraph, spans, first)
 
 
 _ALTERNATIVE = re.compile(
@@ -403,3 +422,47 @@ def split_alternatives(answer: str) -> list[str]:
             last = b
     parts.append(answer[last:])
     return [_ADDITIVE_START.sub("", p.strip(), count=1) for p in parts if p.strip()]
+
+
+_SEPARATORS = re.compile(r"[\s,;.]*(?:(?:and|or|\\text\{\s*(?:and|or)\s*\}|\\q?quad)[\s,;.]*)*", re.IGNORECASE)
+_STATES = re.compile(r"(?:\bis|\bare|\bequals?|:|=)\s*$", re.IGNORECASE)
+
+
+def reference_answer(reference: str) -> str:
+    """The answer a reference states. A bare answer stays as it is; a worked solution gives its last ``\\boxed{}``
+    (adjacent boxes, "\\boxed{2} and \\boxed{5}", give all of them: a set of answers) or what follows ``####``;
+    a list of math spans ("$f(x)=x$, $f(x)=2-x$") gives their contents as one list; a sentence that states a math
+    span ("The only solution is \\((a, b) = (0, 0)\\).") gives that span. A named tuple "(p, q) = (3, 2)" gives its
+    values."""
+    text = reference.strip()
+    boxes = _box_statements(text)
+    if boxes:
+        group = [boxes[-1]]
+        for prev in reversed(boxes[:-1]):
+            if not _SEPARATORS.fullmatch(text[prev.end:group[0].start]):
+                break
+            group.insert(0, prev)
+        text = ", ".join(b.text.strip() for b in group) if len(group) > 1 else group[0].text
+    elif "####" in text:
+        text = text.rsplit("####", 1)[1]
+    else:
+        spans = math_spans(text)
+        if spans:
+            outside = [text[:spans[0].start], *(text[a.end:b.start] for a, b in zip(spans, spans[1:])),
+                       text[spans[-1].end:]]
+            if all(_SEPARATORS.fullmatch(part) for part in outside):
+                text = ", ".join(s.body.strip() for s in spans) if len(spans) > 1 else spans[0].body
+            elif len(spans) and _STATES.search(text[:spans[-1].start]) and _SEPARATORS.fullmatch(outside[-1]):
+                text = spans[-1].body
+    return _named_tuple_values(text.strip())
+
+
+_NAME_TUPLE = re.compile(r"^\s*\(\s*(?:\\?[A-Za-z]+(?:_\{?\w+\}?)?\s*,\s*)+\\?[A-Za-z]+(?:_\{?\w+\}?)?\s*\)\s*$")
+
+
+def _named_tuple_values(text: str) -> str:
+    """``(p, q) = (3, 2)`` → ``(3, 2)``: the names only say which value is which, as the tuple's order does."""
+    sides = split_top_level(text, "=")
+    if len(sides) == 2 and _NAME_TUPLE.match(sides[0]) and sides[1].lstrip().startswith(("(", "\\left(")):
+        return sides[1]
+    return text

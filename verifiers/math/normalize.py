@@ -152,9 +152,35 @@ def split_condition(answer: str) -> tuple[str, str | None]:
     The condition is part of the answer: two answers are equal only when their conditions are too.
     """
     m = _QUANT_PREFIX.match(answer) or _QUANT_SUFFIX.match(answer)
+    if m and _open_braces(m.group("body")):  # "for" inside "\text{ for some constant } a": read the words plainly
+        flat = _TEXT_CMD.sub(lambda t: f" {t.group(1)} ", answer)
+        m = _QUANT_PREFIX.match(flat) or _QUANT_SUFFIX.match(flat)
+        if m and _open_braces(m.group("body")):
+            m = None
     if not m:
         return answer, None
     return m.group("body").strip(), canonical(m.group("cond")).replace("\\in", "∈")
+
+
+def _open_braces(text: str) -> bool:
+    return text.count("{") - text.count("\\{") != text.count("}") - text.count("\\}")
+
+
+# A condition that restricts where the answer holds (a relation, an interval, a property), as opposed to one that
+# only names the domain or declares a parameter ("for all x \in \mathbb{R}", "for some constant c").
+_RESTRICTS = re.compile(
+    r"[<>≤≥≠\[\](){}]|\\(?:le|ge|leq|geq|lt|gt|ne|neq|neg|notin|setminus|mid)(?![A-Za-z])|"
+    r"odd|even|prime|divisib|not|except|unless|only|multiple|composite|square|cube|when|if",  # spaces are gone here
+    re.IGNORECASE,
+)
+_DOMAIN_SETS = re.compile(r"\\mathbb\{[A-Z]\}|\\mathbb[A-Z]|[ℝℕℤℚℂ]")
+
+
+def declares_only(condition: str | None) -> bool:
+    """Whether a condition (as ``split_condition`` returns it) only names a domain or a parameter."""
+    if condition is None:
+        return True
+    return not _RESTRICTS.search(_DOMAIN_SETS.sub("", condition))
 
 
 # Commands the LaTeX parser reads; a gold made only of these (and well nested) is a well-formed answer.

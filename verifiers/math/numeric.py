@@ -30,6 +30,9 @@ _BASE = re.compile(r"(?P<digits>[0-9A-Za-z]+)_\{?(?P<base>\d+)\}?")
 _REPEATING = re.compile(r"(?P<sign>[+-]?)(?P<int>\d*)\.(?P<fixed>\d*)\\(?:overline|dot)\s*\{(?P<rep>\d{1,50})\}")
 
 
+_SPACED_THOUSANDS = re.compile(r"[+-]?\d{1,3}(?: \d{3})+(?:\.\d+)?")
+
+
 @dataclass(frozen=True)
 class Number:
     """An exactly read number; ``decimal`` when it was written with a decimal point (possibly rounded)."""
@@ -47,6 +50,8 @@ def parse_number(text: str) -> Number | None:
     """Read ``text`` as one number, or return None. ``text`` is an already unwrapped single answer."""
     s = strip_decorations(text).replace("{,}", ",").replace("\\,", "").replace("\\!", "")
     s = re.sub(r"\s+", " ", s).strip()
+    if _SPACED_THOUSANDS.fullmatch(s):  # "10 000", "1 234 567.5": digits grouped by spaces
+        s = s.replace(" ", "")
     if s.startswith("+"):
         s = s[1:]
     if not s or len(s) > 4_000:  # Python refuses int() of 4300+ digits; longer goes to the guarded paths

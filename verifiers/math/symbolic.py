@@ -21,6 +21,7 @@ from collections.abc import Callable
 import sympy
 from latex2sympy2_extended import latex2sympy
 from latex2sympy2_extended.math_normalization import NormalizationConfig, normalize_latex
+from sympy.core.function import AppliedUndef
 from sympy.matrices.matrixbase import MatrixBase
 
 from verifiers.math.fastparse import fast_parse
@@ -154,10 +155,21 @@ def _evaluate(expr: sympy.Basic, point: dict[sympy.Symbol, sympy.Rational] | Non
     return value
 
 
+def _functions_as_symbols(*exprs: sympy.Basic) -> list[sympy.Basic]:
+    """Applications of unknown functions (``q(5)``, ``f(x)``) as plain symbols named by what they write, so
+    ``q(5) + 5`` and ``5 + q(5)`` compare by value like any expression in unknowns."""
+    calls = set().union(*(e.atoms(AppliedUndef) for e in exprs))
+    if not calls:
+        return list(exprs)
+    names = {c: sympy.Symbol(f"__fn_{sympy.srepr(c)}", positive=True) for c in calls}
+    return [e.xreplace(names) for e in exprs]
+
+
 def exprs_equal(gold: sympy.Basic, pred: sympy.Basic, rel_tol: float) -> bool:
     """Two scalar expressions (numbers or formulas in the same symbols) have the same value."""
     if gold == pred:
         return True
+    gold, pred = _functions_as_symbols(gold, pred)
     g_syms, p_syms = gold.free_symbols, pred.free_symbols
     if g_syms != p_syms:
         return False
@@ -230,15 +242,34 @@ def _as_pair(expr: sympy.Basic) -> list[sympy.Basic] | None:
     return None
 
 
+def _names_something(side: sympy.Basic) -> bool:
+    """``x`` or ``f(x)``/``p(x, y)``: the side an answer names its value by."""
+    return isinstance(side, sympy.Symbol) or (
+        isinstance(side, AppliedUndef) and all(isinstance(a, sympy.Symbol) for a in side.args)
+    )
+
+
 def _solved_side(expr: sympy.Basic) -> tuple[sympy.Basic, sympy.Basic] | None:
-    """``x = value`` (also ``value = x``) as (x, value); None for other equations."""
+    """``x = value``, ``f(x) = formula`` (also ``value = x``) as (name, value); None for other equations."""
     if not isinstance(expr, sympy.Equality):
         return None
     lhs, rhs = expr.args
-    if isinstance(lhs, sympy.Symbol) and lhs not in getattr(rhs, "free_symbols", {lhs}):
-        return lhs, rhs
-    if isinstance(rhs, sympy.Symbol) and rhs not in getattr(lhs, "free_symbols", {rhs}):
-        return rhs, lhs
+    for name, value in ((lhs, rhs), (rhs, lhs)):
+        if _names_something(name) and not value.has(name) and not (
+            isinstance(name, AppliedUndef) and value.has(name.func)
+        ):
+            return name, value
+    return None
+
+
+def _same_name(a: sympy.Basic, b: sympy.Basic) -> dict[sympy.Basic, sympy.Basic] | None:
+    """When ``b`` names the same thing as ``a``, the renaming of ``b``'s variables that makes them equal: ``f(n)``
+    and ``f(m)`` both name the function f (``f(n) = 2n + 1`` is ``f(m) = 2m + 1``); None otherwise."""
+    if a == b:
+        return {}
+    if isinstance(a, AppliedUndef) and isinstance(b, AppliedUndef) and a.func == b.func and len(a.args) == len(b.args):
+        if len(set(b.args)) == len(b.args):
+            return dict(zip(b.args, a.args))
     return None
 
 
@@ -336,8 +367,9 @@ def equivalent(gold: sympy.Basic, pred: sympy.Basic, rel_tol: float) -> bool:
 def _equations_equal(gold: sympy.Basic, pred: sympy.Basic, rel_tol: float) -> bool:
     g_solved, p_solved = _solved_side(gold), _solved_side(pred)
     if isinstance(gold, sympy.Equality) and isinstance(pred, sympy.Equality):
-        if g_solved and p_solved and g_solved[0] == p_solved[0]:
-            return equivalent(g_solved[1], p_solved[1], rel_tol)
+        renaming = _same_name(g_solved[0], p_solved[0]) if g_solved and p_solved else None
+        if g_solved and p_solved and renaming is not None:
+            return equivalent(g_solved[1], p_solved[1].xreplace(renaming), rel_tol)
         g_lhs, g_rhs = gold.args
         p_lhs, p_rhs = pred.args
         if not all(isinstance(a, sympy.Expr) for a in (g_lhs, g_rhs, p_lhs, p_rhs)):

@@ -11,18 +11,16 @@ from pydantic import Field
 from sympy.matrices.matrixbase import MatrixBase
 
 from verifiers.base import BaseOptions, Verifier
-from verifiers.math.extract import boxed_contents, clip_tail, extract, split_alternatives
+from verifiers.math.extract import clip_tail, extract, reference_answer, split_alternatives
 from verifiers.math.guards import TooLarge, check_size, hacking_reason
 from verifiers.math.shape import compound_shape
 from verifiers.math.normalize import (
-    canonical, equation_sides, lone_number, names_a_quantity, split_condition, split_top_level, text_content, unwrap,
+    canonical, declares_only, equation_sides, lone_number, names_a_quantity, split_condition, split_top_level, text_content, unwrap,
     well_formed,
 )
 from verifiers.math.numeric import Number, numbers_equal, parse_number
 from verifiers.math.symbolic import ParseError, equivalent, is_multi_valued, parse_latex
 from verifiers.types import InvalidReference, Verdict
-
-_GSM_MARK = "####"
 
 
 class MathOptions(BaseOptions):
@@ -94,13 +92,7 @@ def _reference_texts(reference: Any) -> list[str]:
 @functools.lru_cache(maxsize=4096)
 def parse_gold(reference: str) -> Gold:
     """Read a gold answer; raises ``InvalidReference`` when it cannot be used (it must never reward)."""
-    text = reference.strip()
-    boxes = boxed_contents(text)
-    if boxes:
-        text = boxes[-1]
-    elif _GSM_MARK in text:
-        text = text.rsplit(_GSM_MARK, 1)[1]
-    text = unwrap(text)
+    text = unwrap(reference_answer(reference))
     body, condition = split_condition(text)
     if not canonical(body):
         raise InvalidReference("reference answer is empty")
@@ -147,7 +139,7 @@ class Decision:
 def compare(gold: Gold, answer: str, rel_tol: float) -> Decision:
     """One extracted answer against the gold, cheapest test first."""
     body, condition = split_condition(unwrap(answer))
-    if condition != gold.condition:
+    if condition != gold.condition and not (declares_only(condition) and declares_only(gold.condition)):
         return Decision(False, "condition", note="the answer's quantifier/condition differs from the reference's")
     if canonical(body) == gold.key:
         return Decision(True, "string")
