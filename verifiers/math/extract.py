@@ -109,8 +109,24 @@ def _cut_phrase(x: str) -> str:
     spans = inline_spans(x) or display_spans(x)
     if spans and spans[0].start == 0:
         return _joined(x, spans, 0)
-    cut = _SENTENCE_END.split(x, maxsplit=1)[0]
-    return cut.strip()
+    cut = _SENTENCE_END.split(x, maxsplit=1)[0].strip()
+    stated = _stated_span(cut)
+    return stated if stated is not None else cut
+
+
+def _stated_span(sentence: str) -> str | None:
+    """The math a sentence ends by stating ("The smallest value of \\(n\\) such that \\(A_n \\geq K\\) is
+    \\(n = 10\\)."): its last span (with the spans "and"/"or"/commas join to it) when "is"/"are"/":"/"=" leads
+    into it and nothing but punctuation follows; None otherwise."""
+    spans = inline_spans(sentence) or display_spans(sentence)
+    if not spans or not re.fullmatch(r"[\s.,;:!]*", sentence[spans[-1].end:]):
+        return None
+    first = len(spans) - 1
+    while first > 0 and _LIST_GLUE.fullmatch(sentence[spans[first - 1].end:spans[first].start]):
+        first -= 1
+    if not _STATES.search(sentence[:spans[first].start]):
+        return None
+    return _joined(sentence, spans, first)
 
 
 _PLAIN_WORD = re.compile(r"(?<![\\A-Za-z{])[A-Za-z]{2,}(?![A-Za-z}])[\s:,]*")
@@ -131,7 +147,9 @@ def _math_tail(line: str) -> str:
 _RETRACTION = re.compile(
     r"\b(?:wait|actually|oops|hold on|scratch that|on second thought|correction|let me (?:re-?check|re-?calculate|"
     r"re-?examine|re-?consider|re-?do|correct|fix)|(?:i|we) made (?:a|an) (?:mistake|error)|mistake|miscalculat\w*|"
-    r"(?:that|this|it)(?:'s| is| was) (?:wrong|incorrect|not (?:right|correct)))\b",
+    r"(?:that|this|it)(?:'s| is| was) (?:wrong|incorrect|not (?:right|correct))|contradict\w*|"
+    r"upon (?:closer|further|careful) (?:examination|inspection|review|consideration|reflection)|re-?evaluat\w*|"
+    r"reconsider\w*|(?:i|we) was wrong|(?:i|we) were wrong)\b",
     re.IGNORECASE,
 )
 # A statement that adds to the previous ones rather than replacing them.
@@ -332,7 +350,7 @@ def extract(text: str, *, last_number: bool = True, choice_letters: bool = False
         after = tentative_answers(section[stated[-1].start:])
         return Extraction([st.text for st in stated] + after, _method(stated))
     found = _weak_extraction(section, last_number=last_number, choice_letters=choice_letters)
-    last_par = re.split(r"\n\s*\n", section.strip())[-1]
+    last_par = last_paragraph(section)
     candidates = [part for t in tentative_answers(last_par) for part in (split_alternatives(t) or [t])]
     if len(set(map(canonical, candidates))) > 1:  # "It could be 4; it could also be 5."
         return Extraction(candidates + (found.answers if found else []), "tentative")
@@ -345,7 +363,10 @@ def _weak_extraction(section: str, *, last_number: bool, choice_letters: bool) -
     bolds = _BOLD.findall(tail)
     if bolds:
         return Extraction([bolds[-1]], "bold")
-    last_par = re.split(r"\n\s*\n", section.strip())[-1]
+    last_par = last_paragraph(section)
+    stated = _concluding_value(last_par)
+    if stated:
+        return Extraction([stated], "concluding_sentence")
     displays = display_spans(last_par)
     concluding = _concluding_inline(last_par, displays[-1].end if displays else 0)
     if concluding:
@@ -374,6 +395,41 @@ def _weak_extraction(section: str, *, last_number: bool, choice_letters: bool) -
     return None
 
 
+def last_paragraph(section: str) -> str:
+    """The last paragraph that holds any math or number: a closing remark ("This completes the solution.") is not
+    where the answer is."""
+    paragraphs = re.split(r"\n\s*\n", section.strip())
+    for par in reversed(paragraphs):
+        if re.search(r"[\d$\\]", par):
+            return par
+    return paragraphs[-1]
+
+
+_SENTENCES = re.compile(r"(?<=[.!?])\s+(?=[A-Z\\$])|\n+")
+_ENDS_WITH_NUMBER = re.compile(
+    r"(?:\bis|\bare|\bbe|\bequals?|=|:)\)?\s*(?:\\\$\s*)?(?P<x>-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?\\?%?)"
+    r"(?P<rest>(?:\s+[A-Za-z][a-z]*){0,2})\s*[.!]?\s*$"
+)
+
+
+def _concluding_value(paragraph: str) -> str | None:
+    """The value the paragraph's last sentence ends by stating: "... the degree of \\((ax^6+...)\\) is 15.",
+    "... is \\(n = 10\\).", "... = 3 + 4 = 7." (a number or a math span after "is"/"are"/"="/":", at most two
+    words such as a unit after it)."""
+    sentences = [x for x in _SENTENCES.split(paragraph.strip()) if x.strip()]
+    if not sentences:
+        return None
+    last = sentences[-1].strip()
+    m = _ENDS_WITH_NUMBER.search(last)
+    if m and not any(w.lower() in _NOT_AFTER for w in m.group("rest").split()):
+        return m.group("x")
+    return _stated_span(last)
+
+
+# Words after a stated number that make it something other than the answer ("is 5 more", "is 3 times").
+_NOT_AFTER = frozenset({"more", "less", "fewer", "times", "greater", "smaller", "larger", "or", "and", "not", "than", "of", "per", "plus", "minus"})
+
+
 _CONCLUSION = re.compile(r"(?:^|[.!?:]\s+|\n)\s*(?:therefore|thus|hence|so|finally|in conclusion)\b[^.!?\n]*$",
                          re.IGNORECASE)
 
@@ -385,9 +441,13 @@ def _concluding_inline(paragraph: str, after: int) -> str | None:
     if not inlines or not after:
         return None
     m = inlines[-1]
-    if not _CONCLUSION.search(paragraph[after:m.start]):
+    if not _CONCLUSION.search(paragraph[after:m.start]) or _NEGATED.match(paragraph, m.end):
         return None
     return m.body.strip()
+
+
+# What follows a value to deny it ("so $x = 14$ and $y = 15$ is not a solution").
+_NEGATED = re.compile(r"[^.!?\n]*?\b(?:is|are|was|were|does|do)\s*(?:not|n't)\b|[^.!?\n]*?\bfails?\b", re.IGNORECASE)
 
 
 def _last_list(paragraph: str, spans: list[Span]) -> str:

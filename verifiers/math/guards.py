@@ -24,6 +24,7 @@ _PUNCT_ONLY = re.compile(r"^[\s\W_]*$")
 MAX_EXACT_DIGITS = 20_000
 MAX_NUMERIC_LOG10 = 1e9
 MAX_FACTORIAL = 5_000
+MAX_SERIES_TERMS = 500  # a written-out sum or product is evaluated term by term
 
 
 def hacking_reason(answer: str) -> str | None:
@@ -112,4 +113,9 @@ def check_size(expr: sympy.Basic) -> float:
             n = _num(node.args[0])
             if n is not None and abs(n) > MAX_FACTORIAL:
                 raise TooLarge(f"factorial of {n:.3g} is too large to evaluate")
+        elif isinstance(node, (sympy.Sum, sympy.Product)):
+            for limit in node.limits:
+                low, high = (_num(b) if len(limit) == 3 else None for b in limit[1:3])
+                if low is None or high is None or high - low > MAX_SERIES_TERMS:
+                    raise TooLarge(f"a {type(node).__name__.lower()} of {'unbounded or symbolic' if low is None or high is None else f'{high - low + 1:.3g}'} terms is too long to evaluate")
     return size

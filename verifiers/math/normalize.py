@@ -26,7 +26,8 @@ _UNIT_WORDS = (
     r"students?|ways?|times|points?|percent|apples?|marbles?|books?|pages?|boxes?|coins?|pieces?|items?"
 )
 _TRAILING_UNIT = re.compile(
-    rf"(?<=[\d\}}\)])\s*(?:\\text\{{\s*(?:{_UNIT_WORDS})\s*\}}|\\mbox\{{\s*(?:{_UNIT_WORDS})\s*\}}|(?:{_UNIT_WORDS}))"
+    rf"(?<=[\d\}}\)])\s*(?:\\text\{{\s*(?:{_UNIT_WORDS})\s*\}}|\\mbox\{{\s*(?:{_UNIT_WORDS})\s*\}}|\{{\s*(?:{_UNIT_WORDS})\s*\}}|"
+    rf"(?:{_UNIT_WORDS}))"
     rf"(?:\s*\^\s*\{{?[23]\}}?)?\s*$",
     re.IGNORECASE,
 )

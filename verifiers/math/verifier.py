@@ -3,6 +3,7 @@ string → numeric → text → symbolic, cheapest first. ``details.method`` nam
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,6 +115,15 @@ def _number_expr(number: Number) -> sympy.Basic:
     return sympy.Rational(value.numerator, value.denominator)
 
 
+def _spellings(gold: Gold, rel_tol: float) -> list[Gold]:
+    """A gold "A or B" whose parts state one value ("(1998/1997)^2 or 3992004/3988009") is two spellings of one
+    answer, each acceptable alone; any other gold stands as it is (several values "1 or 2" are a set of answers)."""
+    parts = split_alternatives(gold.text) if (" or " in gold.text or "\\text" in gold.text) else []
+    if len(parts) < 2 or not _agree(parts, rel_tol):
+        return [gold]
+    return [parse_gold(p) for p in parts]
+
+
 def _single_valued(expr: sympy.Basic) -> bool:
     """A scalar gold (a number or formula): compound answers are compared to it only to find them unequal."""
     return isinstance(expr, sympy.Expr) and not isinstance(expr, MatrixBase)
@@ -146,9 +156,14 @@ def compare(gold: Gold, answer: str, rel_tol: float) -> Decision:
     stated = _named_list(gold, body, rel_tol) or _statement_value(gold, body, rel_tol)
     if stated is not None:
         return stated
+    listed = _list_as_tuple(gold, body, rel_tol)
+    if listed is not None:
+        return listed
     number = parse_number(body)
     if gold.number is not None and number is not None:
-        return Decision(numbers_equal(gold.number, number, rel_tol), "numeric")
+        if numbers_equal(gold.number, number, rel_tol):
+            return Decision(True, "numeric")
+        return Decision(_percent_equal(gold, body, number, rel_tol), "numeric")
     if gold.words is not None:
         said = text_content(body) or canonical(body).strip("()[]").casefold()
         return Decision(said == gold.words, "text")
@@ -167,6 +182,43 @@ def compare(gold: Gold, answer: str, rel_tol: float) -> Decision:
         return Decision(equivalent(gold.expr, expr, rel_tol), "symbolic")
     except TooLarge as exc:
         return Decision(False, "size_guard", note=str(exc))
+
+
+_PERCENT_SIGN = re.compile(r"%|\\%|\bpercent\b")
+
+
+def _percent_equal(gold: Gold, body: str, number: Number, rel_tol: float) -> bool:
+    """62.5% and 0.625 are one value: when exactly one side writes a percent, it is also read as a fraction."""
+    gold_pct, answer_pct = bool(_PERCENT_SIGN.search(gold.text)), bool(_PERCENT_SIGN.search(body))
+    if gold_pct == answer_pct or gold.number is None:
+        return False
+    if gold_pct:
+        return numbers_equal(Number(gold.number.value / 100, gold.number.decimal), number, rel_tol)
+    return numbers_equal(gold.number, Number(number.value / 100, number.decimal), rel_tol)
+
+
+_BRACKETED = re.compile(r"^\s*(?:\\left\s*)?\((?P<inner>.*)(?:\\right\s*)?\)\s*$", re.DOTALL)
+
+
+def _list_as_tuple(gold: Gold, body: str, rel_tol: float) -> Decision | None:
+    """A gold written as a bare list ("1,2,3", "$10^{3},10$") against the same values as a tuple "(1, 2, 3)", in
+    the gold's order; None when that reading does not apply or does not match (the usual comparison decides)."""
+    if gold.words is not None or gold.text.lstrip()[:1] in "([{\\" and not gold.text.lstrip().startswith("\\frac"):
+        return None
+    parts = split_top_level(gold.text, ",")
+    m = _BRACKETED.match(body)
+    if len(parts) < 2 or not m:
+        return None
+    inner = re.sub(r"\\right\s*$", "", m.group("inner").strip())
+    values = split_top_level(inner, ",")
+    if len(values) != len(parts) or not all(parts) or not all(values):
+        return None
+    try:
+        if all(compare(parse_gold(g), a, rel_tol).equal for g, a in zip(parts, values)):
+            return Decision(True, "symbolic")
+    except InvalidReference:
+        return None
+    return None
 
 
 def _named_list(gold: Gold, body: str, rel_tol: float) -> Decision | None:
@@ -226,7 +278,7 @@ class MathVerifier(Verifier):
     Options = MathOptions
 
     def check(self, response: str, reference: Any, options: MathOptions) -> Verdict:  # type: ignore[override]
-        golds = [parse_gold(t) for t in _reference_texts(reference)]
+        golds = [g for t in _reference_texts(reference) for g in _spellings(parse_gold(t), options.rel_tol)]
         text, truncated = clip_tail(response or "", options.tail_chars)
         details: dict[str, Any] = {"truncated_to_tail": options.tail_chars} if truncated else {}
         found = extract(text, last_number=options.last_number_fallback, choice_letters=any(g.letter for g in golds))
