@@ -30,7 +30,7 @@ _BOLD = re.compile(r"\*\*(?P<x>[^*\n]{1,200})\*\*")
 _LATEX_CMD = re.compile(r"\\(?:d?frac|sqrt|pi|cdot|times|infty|pm|left|right|begin|cup|leq|geq|circ|text)")
 # A number as prose writes it: thousands grouped by ",", "{,}", "\\," or one space ("10 000"), a decimal part, a slash.
 _NUMBER = re.compile(
-    r"(?<![\w.])-?(?:\d{1,3}(?:(?:,|\{,\}|\\,|\\ | )\d{3})+(?![\d])|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?(?![\w])"
+    r"(?<![\w.^])-?(?:\d{1,3}(?:(?:,|\{,\}|\\,|\\ | )\d{3})+(?![\d])|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?(?![\w])"
     r"|(?<![\w.])-?\.\d+"
 )
 _CHOICE = re.compile(r"\(([A-J])\)|^\s*([A-J])[.)]?\s*$", re.MULTILINE)
@@ -60,6 +60,25 @@ def final_section(text: str) -> str:
         if after.strip():
             return after
     return text
+
+
+# Where a generation runs past its own turn: an end-of-text token (a server that did not stop on it), or a
+# base model's next few-shot turn ("Question: …", "Q: …") after it has answered.
+_END_OF_TEXT = re.compile(r"<\|(?:endoftext|im_end|eot_id|end|end_of_text)\|>|</s>|<end_of_turn>|<\|im_start\|>")
+_NEXT_TURN = re.compile(r"^[ \t]*(?:#+[ \t]*)?(?:Question|Q|Problem|Human|User|Instruction|Input)[ \t]*\d*[ \t]*[:：]",
+                        re.MULTILINE | re.IGNORECASE)
+
+
+def own_turn(section: str) -> str:
+    """The response to this prompt only: text after an end-of-text token, or after a new "Question:"/"Q:" turn that
+    follows a stated answer, answers other questions (older base models keep writing few-shot examples)."""
+    m = _END_OF_TEXT.search(section)
+    if m and section[:m.start()].strip():
+        section = section[:m.start()]
+    for m in _NEXT_TURN.finditer(section):
+        if m.start() and committed_statements(section[:m.start()]):
+            return section[:m.start()]
+    return section
 
 
 def _braced(text: str, start: int) -> tuple[str, int] | None:
@@ -344,7 +363,7 @@ def _method(stated: list[Statement]) -> str:
 
 def extract(text: str, *, last_number: bool = True, choice_letters: bool = False) -> Extraction | None:
     """The response's final answer(s), or None when nothing answer-like is found."""
-    section = escape_currency(final_section(text))
+    section = own_turn(escape_currency(final_section(text)))
     stated = committed_statements(section)
     if stated:
         after = tentative_answers(section[stated[-1].start:])
@@ -408,8 +427,13 @@ def last_paragraph(section: str) -> str:
 _SENTENCES = re.compile(r"(?<=[.!?])\s+(?=[A-Z\\$])|\n+")
 _ENDS_WITH_NUMBER = re.compile(
     r"(?:\bis|\bare|\bbe|\bequals?|=|:)\)?\s*(?:\\\$\s*)?(?P<x>-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?\\?%?)"
-    r"(?P<rest>(?:\s+[A-Za-z][a-z]*){0,2})\s*[.!]?\s*$"
+    r"(?P<rest>(?:\s+[A-Za-z][a-z]*(?:\^\{?[23]\}?)?){0,2})\s*[.!]?\s*$"
 )
+# "AB = 4 and CD = 5.": several named values that end a sentence, stated together.
+_NAMED_VALUE = r"(?<![\w|])[A-Za-z|][\w|()']{0,12}\s*=\s*-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?"
+_NAMED_VALUES = re.compile(rf"(?P<x>{_NAMED_VALUE}(?:\s*(?:,|;|\band\b|,\s*and\b)\s*{_NAMED_VALUE})+)\s*[.!]?\s*$")
+# "We get (p, q) = (3, 2).": a plain-text sentence whose last "=" gives the value.
+_LAST_EQUALS = re.compile(r"=\s*(?P<x>[^=]{1,60}?)\s*[.!]?\s*$")
 
 
 def _concluding_value(paragraph: str) -> str | None:
@@ -420,10 +444,18 @@ def _concluding_value(paragraph: str) -> str | None:
     if not sentences:
         return None
     last = sentences[-1].strip()
+    m = _NAMED_VALUES.search(last)
+    if m:
+        return m.group("x").strip()
     m = _ENDS_WITH_NUMBER.search(last)
     if m and not any(w.lower() in _NOT_AFTER for w in m.group("rest").split()):
         return m.group("x")
-    return _stated_span(last)
+    stated = _stated_span(last)
+    if stated is None and not math_spans(last):
+        m = _LAST_EQUALS.search(last)
+        if m and answer_like(m.group("x")) and not _WORD.search(m.group("x")):
+            return m.group("x")
+    return stated
 
 
 # Words after a stated number that make it something other than the answer ("is 5 more", "is 3 times").

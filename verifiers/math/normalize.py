@@ -301,3 +301,25 @@ def is_prose(answer: str) -> bool:
     """A sentence written as if it were math (``arrived at through careful consideration of …``): three or more
     words outside ``\\text{}`` and command names. The LaTeX parser would read it as a product of letters."""
     return len(_PROSE_WORD.findall(_TEXT_GROUP.sub(" ", answer))) >= 3
+
+
+_LESS = r"(?:<|≤|\\le(?:q|qslant)?(?![A-Za-z])|\\lt(?![A-Za-z]))"
+_CHAIN = re.compile(rf"^\s*(?P<a>[^<>=≤≥]+?)\s*(?P<l>{_LESS})\s*(?P<e>[^<>=≤≥]+?)\s*(?P<r>{_LESS})\s*(?P<b>[^<>=≤≥]+?)\s*$")
+_IN_INTERVAL = re.compile(r"^\s*(?P<e>[^\[\]()]+?(?:\([^()]*\))?)\s*(?:\\in|∈)\s*(?P<i>(?:\\left)?\s*[\[(].*[\])])\s*$")
+_BARE_INTERVAL = re.compile(r"^\s*(?:\\left)?\s*[\[(][^,]+,[^,]+[\])]\s*$")
+
+
+def interval_form(text: str) -> tuple[str | None, str] | None:
+    """An answer that places one quantity in an interval, as (its name, the interval): ``0 < f(x) < 1`` →
+    (``f(x)``, ``(0, 1)``), ``x \\in [-2, 7]`` → (``x``, ``[-2, 7]``); a bare interval ``(0, 1)`` → (None, it)."""
+    m = _CHAIN.match(text)
+    if m:
+        left = "(" if m.group("l") in ("<", "\\lt") else "["
+        right = ")" if m.group("r") in ("<", "\\lt") else "]"
+        return canonical(m.group("e")), f"{left}{m.group('a').strip()}, {m.group('b').strip()}{right}"
+    m = _IN_INTERVAL.match(text)
+    if m:
+        return canonical(m.group("e")), m.group("i")
+    if _BARE_INTERVAL.match(text):
+        return None, text
+    return None

@@ -248,10 +248,14 @@ def _as_pair(expr: sympy.Basic) -> list[sympy.Basic] | None:
 
 
 def _names_something(side: sympy.Basic) -> bool:
-    """``x`` or ``f(x)``/``p(x, y)``: the side an answer names its value by."""
-    return isinstance(side, sympy.Symbol) or (
+    """``x``, ``f(x)``/``p(x, y)``, or a quantity written with letters only (``AB``, ``|AB|``, ``x + y``): the side an
+    answer names its value by. A side with a number in it (``2x``) is a formula, not a name."""
+    if isinstance(side, sympy.Symbol) or (
         isinstance(side, AppliedUndef) and all(isinstance(a, sympy.Symbol) for a in side.args)
-    )
+    ):
+        return True
+    return (isinstance(side, sympy.Expr) and bool(side.free_symbols)
+            and not any(a.is_Number and abs(a) != 1 for a in side.atoms(sympy.Number)))
 
 
 def _solved_side(expr: sympy.Basic) -> tuple[sympy.Basic, sympy.Basic] | None:
@@ -260,6 +264,8 @@ def _solved_side(expr: sympy.Basic) -> tuple[sympy.Basic, sympy.Basic] | None:
         return None
     lhs, rhs = expr.args
     for name, value in ((lhs, rhs), (rhs, lhs)):
+        if not (isinstance(name, (sympy.Symbol, AppliedUndef)) or not getattr(value, "free_symbols", True)):
+            continue  # a name made of several letters only names a number (|AB| = 1), never a formula
         if _names_something(name) and not value.has(name) and not (
             isinstance(name, AppliedUndef) and value.has(name.func)
         ):

@@ -16,7 +16,7 @@ from verifiers.math.extract import clip_tail, extract, reference_answer, split_a
 from verifiers.math.guards import TooLarge, check_size, hacking_reason
 from verifiers.math.shape import compound_shape
 from verifiers.math.normalize import (
-    canonical, declares_only, equation_sides, lone_number, names_a_quantity, split_condition, split_top_level, text_content, unwrap,
+    canonical, declares_only, equation_sides, interval_form, lone_number, names_a_quantity, split_condition, split_top_level, text_content, unwrap,
     well_formed,
 )
 from verifiers.math.numeric import Number, numbers_equal, parse_number
@@ -156,9 +156,12 @@ def compare(gold: Gold, answer: str, rel_tol: float) -> Decision:
     stated = _named_list(gold, body, rel_tol) or _statement_value(gold, body, rel_tol)
     if stated is not None:
         return stated
-    listed = _list_as_tuple(gold, body, rel_tol)
+    listed = _list_as_tuple(gold, body, rel_tol) or _as_intervals(gold, body, rel_tol)
     if listed is not None:
         return listed
+    comma_decimal = _DECIMAL_COMMA.fullmatch(body.strip())
+    if comma_decimal and gold.number is not None and gold.number.value.denominator != 1:
+        body = body.replace(",", ".")  # "3,5" against 3.5: a decimal comma, not the list 3, 5
     number = parse_number(body)
     if gold.number is not None and number is not None:
         if numbers_equal(gold.number, number, rel_tol):
@@ -182,6 +185,22 @@ def compare(gold: Gold, answer: str, rel_tol: float) -> Decision:
         return Decision(equivalent(gold.expr, expr, rel_tol), "symbolic")
     except TooLarge as exc:
         return Decision(False, "size_guard", note=str(exc))
+
+
+_DECIMAL_COMMA = re.compile(r"-?\d+,(?:\d{1,2}|\d{4,})")
+
+
+def _as_intervals(gold: Gold, body: str, rel_tol: float) -> Decision | None:
+    """``0 < f(x) < 1``, ``f(x) \\in (0, 1)`` and ``(0, 1)`` state one interval for one quantity: compared as
+    intervals when at least one side names the quantity and no two names differ."""
+    g, a = interval_form(gold.text), interval_form(body)
+    if g is None or a is None or (g[0] is None and a[0] is None) or (g[0] and a[0] and g[0] != a[0]):
+        return None
+    try:
+        decision = compare(parse_gold(g[1]), a[1], rel_tol)
+    except InvalidReference:
+        return None
+    return decision if decision.equal else None
 
 
 _PERCENT_SIGN = re.compile(r"%|\\%|\bpercent\b")
