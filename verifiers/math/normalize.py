@@ -32,6 +32,8 @@ _TRAILING_UNIT = re.compile(
     re.IGNORECASE,
 )
 _TRAILING_PUNCT = re.compile(r"[\s.,;:]+$")  # not "!": it is a factorial
+# What a restated problem puts where the answer goes: \phantom{2}, \square, a blank "___", a lone "?".
+_PLACEHOLDER = re.compile(r"\\[hv]?phantom\s*\{[^{}]*\}|\\(?:square|Box|underline\{\s*\})(?![A-Za-z])|^\s*(?:_{2,}|\?)\s*$")
 _WS = re.compile(r"\s+")
 _THOUSANDS = re.compile(r"(?<![\d.])(\d{1,3})((?:,\d{3})+)(?![\d])")
 
@@ -53,6 +55,7 @@ def unwrap(text: str) -> str:
 def strip_decorations(s: str) -> str:
     """Drop things that never change a final answer's value: spacing, sizing, units, degree/percent/currency signs."""
     s = re.sub(r"\\!\s*", "", s).replace("{,}", ",")
+    s = _PLACEHOLDER.sub("", s)
     s = _SPACING.sub(" ", s)
     s = _LEFT_RIGHT.sub("", s)
     s = _FRAC_KIND.sub(r"\\frac", s)
