@@ -30,7 +30,7 @@ _BOLD = re.compile(r"\*\*(?P<x>[^*\n]{1,200})\*\*")
 _LATEX_CMD = re.compile(r"\\(?:d?frac|sqrt|pi|cdot|times|infty|pm|left|right|begin|cup|leq|geq|circ|text)")
 # A number as prose writes it: thousands grouped by ",", "{,}", "\\," or one space ("10 000"), a decimal part, a slash.
 _NUMBER = re.compile(
-    r"(?<![\w.^])-?(?:\d{1,3}(?:(?:,|\{,\}|\\,|\\ | )\d{3})+(?![\d])|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?(?![\w])"
+    r"(?<![\w.^])-?(?:\d{1,3}(?:(?:,|\{,\}|,\\!|\\,|\\ | )\d{3})+(?![\d])|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?(?![\w])"
     r"|(?<![\w.])-?\.\d+"
 )
 _CHOICE = re.compile(r"\(([A-J])\)|^\s*([A-J])[.)]?\s*$", re.MULTILINE)
@@ -162,6 +162,15 @@ def _math_tail(line: str) -> str:
     return tail or line
 
 
+_PLAIN_MATH = re.compile(r"(?=.*\d)[\w\s+\-*/^().,=<>\[\]{}|!]+")
+
+
+def _plain_math_tail(line: str) -> bool:
+    """A line that ends in plain-text math after its words ("So we get 6 - 5i", "The roots are 1, -2")."""
+    tail = _math_tail(line)
+    return tail != line and bool(_PLAIN_MATH.fullmatch(tail)) and not _WORD.search(tail)
+
+
 # Between two statements, these withdraw the earlier one (a self-correction, not a second answer).
 _RETRACTION = re.compile(
     r"\b(?:wait|actually|oops|hold on|scratch that|on second thought|correction|let me (?:re-?check|re-?calculate|"
@@ -248,6 +257,10 @@ def _phrase_statements(section: str) -> list[Statement]:
     for m, nxt in zip(matches, [*matches[1:], None]):
         start = m.start("x")
         x = section[start:min(m.end("x"), nxt.start()) if nxt else m.end("x")]
+        if x.lstrip().startswith(("\\[", "$$")):  # "the final answer is\n\\[\n9\n\\]": the display is the value
+            displays = display_spans(section[start:start + 4000])
+            if displays and not section[start:start + displays[0].start].strip():
+                x = section[start:start + displays[0].end]
         if _BOX.search(x) or _CHECKING.search(section, max(0, m.start() - 30), m.start()):
             continue  # "the answer is \\boxed{5}" (the box is the statement); "we check our answer: 17*44 = 748"
         additive = bool(_ADDITIVE_START.match(x))
@@ -397,7 +410,7 @@ def _weak_extraction(section: str, *, last_number: bool, choice_letters: bool) -
         return Extraction([_last_list(last_par, inlines).strip()], "inline_math")
     lines = [ln.strip() for ln in section.strip().splitlines() if ln.strip()]
     last_line = lines[-1] if lines else ""
-    if last_line and len(last_line) <= 300 and _LATEX_CMD.search(last_line):
+    if last_line and len(last_line) <= 300 and (_LATEX_CMD.search(last_line) or _plain_math_tail(last_line)):
         return Extraction([_math_tail(last_line)], "bare_latex")
     if choice_letters:
         letters = _CHOICE.findall(last_par)
@@ -448,14 +461,27 @@ def _concluding_value(paragraph: str) -> str | None:
     if m:
         return m.group("x").strip()
     m = _ENDS_WITH_NUMBER.search(last)
-    if m and not any(w.lower() in _NOT_AFTER for w in m.group("rest").split()):
+    if m and not any(w.lower() in _NOT_AFTER for w in m.group("rest").split()) and not _is_equation(last, m.start()):
         return m.group("x")
     stated = _stated_span(last)
     if stated is None and not math_spans(last):
         m = _LAST_EQUALS.search(last)
-        if m and answer_like(m.group("x")) and not _WORD.search(m.group("x")):
+        if m and answer_like(m.group("x")) and not _WORD.search(m.group("x")) and not _is_equation(last, m.start()):
             return m.group("x")
     return stated
+
+
+_VARIABLE_SUM = re.compile(r"[A-Za-z]\s*[+\-]\s*\d*\.?\d*\s*[A-Za-z0-9]|[+\-]\s*\d*\.?\d*\s*[A-Za-z](?![A-Za-z])")
+
+
+def _is_equation(sentence: str, at: int) -> bool:
+    """Whether the "=" at ``at`` closes an equation in unknowns ("5x - 7y + 11z + 4 = 0"), whose right side is not
+    the answer's value (as it is in "x = 5 + 5 + 1 = 11")."""
+    if not sentence.startswith("=", at):
+        return False
+    left = sentence[:at].rsplit("=", 1)[-1]
+    left = re.split(r"(?<=[a-z]{2})\s+(?=[A-Za-z0-9(\\])", left)[-1]  # from where the words stop
+    return bool(_VARIABLE_SUM.search(left))
 
 
 # Words after a stated number that make it something other than the answer ("is 5 more", "is 3 times").
