@@ -168,7 +168,14 @@ _PLAIN_MATH = re.compile(r"(?=.*\d)[\w\s+\-*/^().,=<>\[\]{}|!]+")
 def _plain_math_tail(line: str) -> bool:
     """A line that ends in plain-text math after its words ("So we get 6 - 5i", "The roots are 1, -2")."""
     tail = _math_tail(line)
-    return tail != line and bool(_PLAIN_MATH.fullmatch(tail)) and not _WORD.search(tail)
+    if tail == line or not _PLAIN_MATH.fullmatch(tail) or _WORD.search(tail):
+        return False
+    prefix = line[:line.rfind(tail)]
+    word = re.search(r"([A-Za-z]+)[\s:,]+$", prefix)  # "get 6 - 5i", never "sqrt(1/n)" (a function's name)
+    return bool(word) and word.group(1).lower() not in _FUNCTION_NAMES
+
+
+_FUNCTION_NAMES = frozenset("sqrt sin cos tan cot sec csc log ln exp arcsin arccos arctan sinh cosh tanh pi".split())
 
 
 # Between two statements, these withdraw the earlier one (a self-correction, not a second answer).
