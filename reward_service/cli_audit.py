@@ -1,5 +1,6 @@
 """``reward-service audit labelled|probes``: run an audit in-process (same engine as the server) and write
-``report.json`` and ``report.html`` into a directory."""
+``report.json`` and ``report.html`` into a directory; ``audit diff`` compares two verifiers on unlabelled rollouts
+(``reward_service.audit_diff``)."""
 from __future__ import annotations
 
 import asyncio
@@ -11,7 +12,8 @@ import typer
 
 from reward_service.settings import load_settings
 
-audit_app = typer.Typer(no_args_is_help=True, help="False-positive audits of a verifier (labelled data or probes).")
+audit_app = typer.Typer(no_args_is_help=True, help="False-positive audits of a verifier (labelled data or probes), "
+                        "and diffs of two verifiers.")
 
 
 def _run(kind: str, verifier: str, input_path: Path, out: Path, options: str, config: Optional[str],
@@ -89,3 +91,31 @@ def probes(
     chosen = [f.strip() for f in families.split(",") if f.strip()] if families else None
     _run("probes", verifier, input, out, options, config, workers, None, families=chosen, per_family=per_family,
          seed=seed)
+
+
+@audit_app.command("diff")
+def diff(
+    rollouts: Path = typer.Argument(..., exists=True, dir_okay=False, help="Rollouts (.jsonl or .parquet) in the "
+                                    "batch scorer's format; no labels needed."),
+    verifier: str = _VERIFIER,
+    against: str = typer.Option(..., "--against", "-a", help="The verifier to compare with."),
+    out: Path = typer.Option(..., "--out", "-o", file_okay=False,
+                             help="Directory for disagreements.jsonl, report.html and summary.json."),
+    options: str = typer.Option("{}", "--options", help="Options of --verifier as JSON."),
+    against_options: str = typer.Option("{}", "--against-options", help="Options of --against as JSON."),
+    response_field: str = typer.Option("response", help="Field holding the model output."),
+    reference_field: str = typer.Option("reference", help="Field holding the reference."),
+    id_field: str = typer.Option("id", help="Row id shown in the report (default: the row's position)."),
+    chunk_size: int = typer.Option(256, min=1, help="Rows per chunk."),
+    concurrency: int = typer.Option(4, min=1, help="Chunks in flight at once."),
+    tail_chars: int = typer.Option(2000, min=1, help="Characters of each response's end kept in the outputs."),
+    max_cards: int = typer.Option(1000, min=0, help="Disagreements shown in report.html (all go to the JSONL)."),
+    config: Optional[str] = _CONFIG, workers: int = _WORKERS,
+) -> None:
+    """Run two verifiers over the same rollouts: agreement, counts per verdict pair, and every disagreement."""
+    from reward_service.audit_diff import DiffJob, parse_options, run
+
+    job = DiffJob(rollouts, out, (verifier, against),
+                  (parse_options(options, "--options"), parse_options(against_options, "--against-options")),
+                  response_field, reference_field, id_field, chunk_size, concurrency, tail_chars, max_cards)
+    run(job, config, workers)

@@ -15,6 +15,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "verifiers.judges",
     "verifiers.basic",
     "verifiers.math.verifier",
+    "verifiers.math.math_verify_verifier",
     "verifiers.ifeval",
     "verifiers.code",
     "verifiers.reward_models.verifiers",

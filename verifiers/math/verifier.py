@@ -76,7 +76,7 @@ class Gold:
         return self._expr
 
 
-def _reference_texts(reference: Any) -> list[str]:
+def reference_texts(reference: Any) -> list[str]:
     if isinstance(reference, bool) or reference is None:
         raise InvalidReference("reference must be the gold answer: a string or a number")
     if isinstance(reference, (int, float)):
@@ -86,7 +86,7 @@ def _reference_texts(reference: Any) -> list[str]:
     if isinstance(reference, str):
         return [reference]
     if isinstance(reference, list) and reference and all(isinstance(r, (str, int, float)) for r in reference):
-        return [t for r in reference for t in _reference_texts(r)]
+        return [t for r in reference for t in reference_texts(r)]
     raise InvalidReference("reference must be a string, a number or a non-empty list of acceptable answers")
 
 
@@ -297,7 +297,7 @@ class MathVerifier(Verifier):
     Options = MathOptions
 
     def check(self, response: str, reference: Any, options: MathOptions) -> Verdict:  # type: ignore[override]
-        golds = [g for t in _reference_texts(reference) for g in _spellings(parse_gold(t), options.rel_tol)]
+        golds = [g for t in reference_texts(reference) for g in _spellings(parse_gold(t), options.rel_tol)]
         text, truncated = clip_tail(response or "", options.tail_chars)
         details: dict[str, Any] = {"truncated_to_tail": options.tail_chars} if truncated else {}
         found = extract(text, last_number=options.last_number_fallback, choice_letters=any(g.letter for g in golds))
