@@ -61,3 +61,30 @@ def test_code_fence_scan_is_linear_and_unchanged() -> None:
         assert extract._blocks(text) == old_blocks(text), text
     for flood in ("`" * 200_000, "```" + " " * 200_000, "```python\n" * 20_000):
         extract.extract_program(flood)
+
+
+def test_final_answer_reading_is_linear_on_floods() -> None:
+    """The math answer core reads "the final answer" for the judges' hedging guard on the event loop: floods of
+    its markers (about 200k characters each; a quadratic reading of any of them takes minutes) are read, and read
+    as what they are."""
+    from verifiers.judges.guards import hedged
+    from verifiers.math.extract import extract, final_statements
+
+    floods = {
+        "answer:" + "\n" * 200_000: [],
+        "the answer is " * 15_000: None,
+        "#### 5\n" * 30_000: ["5"],
+        "the answer is 1 or " * 10_000 + "2": None,
+        "\\boxed{" * 28_000: [],
+        "$" * 200_000: [],
+        "$1 " * 70_000: [],
+        "\\(" * 100_000: [],
+        "could be " * 20_000: [],
+        "\\boxed{1} wait " * 13_000: ["1"],
+    }
+    for text, expected in floods.items():
+        found = final_statements(text)
+        if expected is not None:
+            assert found == expected, text[:40]
+        extract(text)
+    assert hedged("the answer is 1 or " * 10_000 + "2") == ["1", "2"]

@@ -8,6 +8,8 @@ import unicodedata
 import zlib
 from dataclasses import dataclass, field
 
+from verifiers.math.extract import answer_like, boxed_contents, final_statements
+
 # Phrases that carry no answer; a response made only of them (plus punctuation/markup) is a judge-hacking attempt.
 # Case-insensitive, matched as whole phrases. Kept general: openers, section headers, and the "master keys" of
 # "One Token to Fool LLM-as-a-Judge" in several languages.
@@ -46,12 +48,6 @@ _INJECTION = [
 _INJECTION_RE = re.compile("|".join(f"(?:{p})" for p in _INJECTION), re.IGNORECASE)
 _SENTENCE_RE = re.compile(r"[^.!?\n]*(?:[.!?]+|\n|$)")
 
-# Final-answer statements, for hedging checks.
-_ANSWER_IS_RE = re.compile(
-    r"(?:final\s+answer|the\s+answer|answer)\s*(?:is|:|=)\s*[:\s]*\**\s*([^\n]{1,80}?)\s*\**\s*(?:[.\n]|$)",
-    re.IGNORECASE,
-)
-_HEDGE_OR_RE = re.compile(r"^(?:either\s+)?(\S{1,24}?)\s*,?\s+or\s+(\S{1,24}?)$", re.IGNORECASE)
 
 
 @dataclass
@@ -65,53 +61,22 @@ class GuardResult:
 
 
 def boxed_answers(text: str) -> list[str]:
-    """Contents of every closed \\boxed{...} / \\fbox{...}, with nested braces, in order of appearance.
-
-    One pass with a brace stack: rescanning from every opening (the obvious way) is quadratic, and this runs on the
-    event loop, where a response of thousands of unclosed ``\\boxed{`` would stall the whole server."""
-    opens = {m.end() for m in re.finditer(r"\\(?:boxed|fbox)\s*\{", text)}  # just after each box's "{"
-    if not opens:
-        return []
-    found: list[tuple[int, str]] = []
-    stack: list[int] = []  # content start of a box, or -1 for a plain brace
-    for i, ch in enumerate(text):
-        if ch == "{":
-            stack.append(i + 1 if i + 1 in opens else -1)
-        elif ch == "}" and stack:
-            start = stack.pop()
-            if start >= 0:
-                found.append((start, text[start:i]))
-    return [content for _, content in sorted(found)]
-
-
-def _norm_answer(text: str) -> str:
-    return re.sub(r"[\s$*`]|\\[,;!]|\\text\{|\}$", "", text).rstrip(".").lower()
+    """Contents of every closed \\boxed{...} / \\fbox{...}, nested braces kept, in order (the math core's reader: one
+    pass with a brace stack, since this runs on the event loop and a flood of unclosed boxes must stay linear)."""
+    return boxed_contents(text)
 
 
 def final_answers(text: str) -> list[str]:
-    """Distinct final answers the response commits to: every \\boxed{}, else every "final answer: ...", else the
-    last "the answer is ..." (earlier ones may be self-corrected reasoning, not hedging)."""
-    stated = [b for b in boxed_answers(text) if b.strip()]
-    if not stated:
-        statements = list(_ANSWER_IS_RE.finditer(text))
-        finals = [m.group(1) for m in statements if m.group(0).lower().startswith("final")]
-        stated = finals or [m.group(1) for m in statements[-1:]]
-    seen: dict[str, str] = {}
-    for answer in stated:
-        seen.setdefault(_norm_answer(answer), answer.strip())
-    return [v for k, v in seen.items() if k]
+    """Distinct final answers the response commits to, read by the math answer core (``final_statements``): boxes,
+    "####", "the answer is", bold answers; a retraction withdraws what came before it."""
+    return final_statements(text)
 
 
 def hedged(text: str) -> list[str] | None:
-    """The competing answers when the response commits to more than one, else None."""
-    answers = final_answers(text)
-    if len(answers) > 1:
-        return answers
-    if answers:
-        m = _HEDGE_OR_RE.match(answers[0].strip(" .*$"))
-        if m and all(re.search(r"\d|^[A-Za-z]\)?$|^\(?[A-Z]\)?$", part) for part in m.groups()):
-            return list(m.groups())
-    return None
+    """The competing answers when the response commits to more than one value, else None. Only value-like answers
+    compete (a number, math, one word): "the answer is to call or write" is a sentence, not two answers."""
+    values = [a for a in final_answers(text) if answer_like(a)]
+    return values if len(values) > 1 else None
 
 
 def strip_injection(text: str) -> tuple[str, list[str]]:

@@ -20,10 +20,12 @@ from verifiers.math.spans import Span, display_spans, escape_currency, inline_sp
 
 _BOX = re.compile(r"\\(?:boxed|fbox|framebox)\s*(?:\[[^\]]*\])?\s*")
 _THINK_END = "</think>"
-_GSM = re.compile(r"####\s*([^\n]*)")
+# Possessive whitespace and bounded captures keep these linear on hostile floods ("answer:" + 20k newlines,
+# "the answer is " * 10k): each match reads a bounded stretch, and no two "\s*" runs share characters.
+_GSM = re.compile(r"####[ \t]*+([^\n]{0,1000})")
 _PHRASE = re.compile(
-    r"\banswers?\b(?:\s*\*\*)?\s*(?:is|are|:|=|would\s+be|will\s+be|of)\s*[:=]?\s*(?:\*\*)?\s*"
-    r"(?P<x>[^\n]+)",
+    r"\banswers?\b(?:\s*+\*\*)?\s*+(?:is|are|:|=|would\s++be|will\s++be|of)\s*+[:=]?\s*+(?:\*\*)?\s*+"
+    r"(?P<x>[^\n]{1,1000})",
     re.IGNORECASE,
 )
 _BOLD = re.compile(r"\*\*(?P<x>[^*\n]{1,200})\*\*")
@@ -79,24 +81,6 @@ def own_turn(section: str) -> str:
         if m.start() and committed_statements(section[:m.start()]):
             return section[:m.start()]
     return section
-
-
-def _braced(text: str, start: int) -> tuple[str, int] | None:
-    """Contents of the balanced ``{...}`` group opening at ``start``, and the index after it."""
-    if start >= len(text) or text[start] != "{":
-        return None
-    depth = 0
-    for i in range(start, len(text)):
-        c = text[i]
-        if c == "\\":
-            continue
-        if c == "{" and text[i - 1] != "\\":
-            depth += 1
-        elif c == "}" and text[i - 1] != "\\":
-            depth -= 1
-            if depth == 0:
-                return text[start + 1:i], i + 1
-    return None
 
 
 def boxed_contents(text: str) -> list[str]:
@@ -192,8 +176,8 @@ _ADDITIVE_BEFORE = re.compile(r"(?:\balso|\balternatively|\bor|\banother)\b[^.\n
 _ADDITIVE_START = re.compile(r"^\s*(?:also|either|alternatively|possibly|perhaps|maybe)\b[\s,:]*", re.IGNORECASE)
 # Candidates the response entertains without committing to them.
 _TENTATIVE = re.compile(
-    r"\b(?:could|might|may)\s+(?:also\s+|possibly\s+|well\s+|instead\s+|even\s+)?be\s+(?P<x>[^\n;]+)"
-    r"|\b(?:or\s+)?(?:maybe|perhaps|possibly)\s+(?:(?:it|the answer)(?:'s|\s+is)\s+)?(?P<y>[^\n;]+)",
+    r"\b(?:could|might|may)\s++(?:also\s+|possibly\s+|well\s+|instead\s+|even\s+)?be\s++(?P<x>[^\n;]{1,300})"
+    r"|\b(?:or\s+)?(?:maybe|perhaps|possibly)\s++(?:(?:it|the answer)(?:'s|\s+is)\s+)?(?P<y>[^\n;]{1,300})",
     re.IGNORECASE,
 )
 _STANDALONE_BOLD = re.compile(r"^[ \t]*(?:[-*>][ \t]+)?\*\*(?P<x>[^*\n]{1,200})\*\*[ \t.]*$", re.MULTILINE)
@@ -280,14 +264,32 @@ def _phrase_statements(section: str) -> list[Statement]:
     return out
 
 
+def _closing_braces(text: str) -> dict[int, int]:
+    """Index of each unescaped ``{`` → index of its matching ``}``, in one pass with a stack (an unclosed brace has
+    no entry). Rescanning from every box opening instead is quadratic on a flood of ``\\boxed{``."""
+    closing: dict[int, int] = {}
+    stack: list[int] = []
+    for m in re.finditer(r"(?<!\\)[{}]", text):
+        if m.group(0) == "{":
+            stack.append(m.start())
+        elif stack:
+            closing[stack.pop()] = m.start()
+    return closing
+
+
 def _box_statements(section: str) -> list[Statement]:
+    """Every ``\\boxed{...}`` / ``\\fbox{...}`` (nested braces kept), and ``\\boxed 5``, in order; linear time."""
     out = []
+    closing: dict[int, int] | None = None
     for m in _BOX.finditer(section):
-        group = _braced(section, m.end())
-        if group is not None:
-            out.append(Statement(m.start(), group[1], group[0], "boxed"))
+        if section.startswith("{", m.end()):
+            if closing is None:
+                closing = _closing_braces(section)
+            end = closing.get(m.end())
+            if end is not None:
+                out.append(Statement(m.start(), end + 1, section[m.end() + 1:end], "boxed"))
         else:
-            bare = re.match(r"[^\s$.,;]+", section[m.end():])  # \boxed 5
+            bare = re.match(r"[^\s$.,;]{1,200}", section[m.end():m.end() + 200])  # \boxed 5
             if bare and m.group(0).endswith(" "):
                 out.append(Statement(m.start(), m.end() + bare.end(), bare.group(0), "boxed"))
     return out
@@ -310,16 +312,17 @@ def committed_statements(section: str) -> list[Statement]:
     for st in found:
         st.additive = st.additive or bool(_ADDITIVE_BEFORE.search(section[max(0, st.start - 40):st.start]))
     kept: list[Statement] = []
+    unmarked = 0  # how many of ``kept`` a later derivation would drop: filtering only then keeps long runs linear
     for st in found:
-        if kept and any(st.start < k.start < st.end for k in kept):
-            continue
         between = section[kept[-1].end:st.start] if kept else ""
         if kept and not st.additive:
             if _RETRACTION.search(between):
-                kept = []
-            elif st.derived or _DERIVATION.search(between):  # a sentence's value that later working builds on is a sub-result
-                kept = [k for k in kept if k.method in _MARKED]
+                kept, unmarked = [], 0
+            elif unmarked and (st.derived or _DERIVATION.search(between)):
+                # a sentence's value that later working builds on is a sub-result
+                kept, unmarked = [k for k in kept if k.method in _MARKED], 0
         kept.append(st)
+        unmarked += st.method not in _MARKED
     if not kept and phrases:  # only sentence-like phrases: the last one, as stated
         kept = [phrases[-1]]
     if any(canonical(k.text) for k in kept):
@@ -591,3 +594,19 @@ def _named_tuple_values(text: str) -> str:
     if len(sides) == 2 and _NAME_TUPLE.match(sides[0]) and sides[1].lstrip().startswith(("(", "\\left(")):
         return sides[1]
     return text
+
+
+def final_statements(text: str) -> list[str]:
+    """The final answers a response commits to, each alternative separately ("4 or 5" is two), distinct by canonical
+    spelling, in order: the shared reading of "the final answer" (the math verifier's extraction and the judges'
+    hedging guard). Only committed statements count (boxes, ``####``, "the answer is", bold answers), read as
+    ``extract`` reads them: reasoning after ``</think>``, this turn only, currency ``$`` as prose, retractions
+    honoured. Linear in the text, so it may run on the event loop."""
+    section = own_turn(escape_currency(final_section(text)))
+    seen: dict[str, str] = {}
+    for st in committed_statements(section):
+        for part in split_alternatives(st.text) or [st.text]:
+            key = canonical(part)
+            if key:
+                seen.setdefault(key, part.strip())
+    return list(seen.values())
