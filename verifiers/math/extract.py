@@ -94,13 +94,17 @@ _LIST_GLUE = re.compile(r"\s*(?:,|;|or|and|,\s*or|,\s*and)\s*", re.IGNORECASE)
 def _joined(x: str, spans: list[Span], first: int) -> str:
     """Span ``first`` and the spans after it that only "or"/"and"/commas separate from it, as one answer
     ("$x = 5$ and $x = 15$" states two values; keeping them together keeps a hedge visible and a list whole)."""
-    joined = [spans[first].body]
+    joined, glue = [spans[first].body.strip().rstrip(",;").strip()], []
     for prev, m in zip(spans[first:], spans[first + 1:]):
         between = x[prev.end:m.start]
         if not _LIST_GLUE.fullmatch(between):
             break
-        joined.append(between.strip() + " " + m.body)
-    return " ".join(joined)
+        joined.append(m.body.strip().rstrip(",;").strip())
+        glue.append(between)
+    # One connective for the whole run ("$-1$, $2$, and $-2$" is three values): "or" when any says so (a hedge
+    # stays visible), else "and"; each value then stands alone, never "x = 2 ," with a stray comma.
+    connective = " or " if any(re.search(r"\bor\b", g, re.IGNORECASE) for g in glue) else " and "
+    return connective.join(joined)
 
 
 def _cut_phrase(x: str) -> str:
@@ -402,7 +406,7 @@ def extract(text: str, *, last_number: bool = True, choice_letters: bool = False
 def _weak_extraction(section: str, *, last_number: bool, choice_letters: bool) -> Extraction | None:
     """When no final answer is stated: the strongest other signal of one."""
     tail = section.strip()[-600:]
-    bolds = _BOLD.findall(tail)
+    bolds = [b for b in _BOLD.findall(tail) if not b.rstrip().endswith(":")]  # "**Conclusion:**" is a heading
     if bolds:
         return Extraction([bolds[-1]], "bold")
     last_par = last_paragraph(section)

@@ -27,71 +27,70 @@ class Span:
     display: bool
 
 
+_INLINE_STOP = re.compile(r"\\.|\$|\n[ \t]*\n", re.DOTALL)  # an escape (skipped), a dollar, a blank line
+_ESCAPE_OR_OPENER = re.compile(r"\\(?:[(\[]|.)|\$", re.DOTALL)
+
+
 def _inline_close(text: str, i: int) -> int | None:
     """Index of the ``$`` closing the inline span opened at ``i``, or None when that ``$`` is currency."""
     if i + 1 >= len(text) or text[i + 1].isspace():
         return None
-    k = i + 1
-    while k < len(text):
-        c = text[k]
-        if c == "\\":
-            k += 2
+    for m in _INLINE_STOP.finditer(text, i + 1):
+        token = m.group(0)
+        if token.startswith("\\"):
             continue
-        if c == "\n":
-            j = k + 1
-            while j < len(text) and text[j] in " \t":
-                j += 1
-            if j < len(text) and text[j] == "\n":
-                return None  # a blank line ends the paragraph: no span crosses it
-            k = j
-            continue
-        if c == "$":
-            if text[k - 1].isspace() or (k + 1 < len(text) and (text[k + 1].isdigit() or text[k + 1] == "$")):
-                return None
-            body = text[i + 1:k]
-            if body[0].isdigit() and len(_PROSE_WORD.findall(_TEXT_GROUP.sub(" ", body))) >= 2:
-                return None  # "$5 each and then 3$": a price followed by prose
-            return k
-        k += 1
+        if token != "$":
+            return None  # a blank line ends the paragraph: no span crosses it
+        k = m.start()
+        if text[k - 1].isspace() or (k + 1 < len(text) and (text[k + 1].isdigit() or text[k + 1] == "$")):
+            return None
+        body = text[i + 1:k]
+        if body[0].isdigit() and len(_PROSE_WORD.findall(_TEXT_GROUP.sub(" ", body))) >= 2:
+            return None  # "$5 each and then 3$": a price followed by prose
+        return k
     return None
 
 
 def math_spans(text: str) -> list[Span]:
-    """Every math span, in order; linear in the text (each character is read once per opener at most once)."""
+    """Every math span, in order; linear in the text (the scan jumps between backslashes and dollar signs, and a
+    closer known to be absent is never searched for again)."""
     spans: list[Span] = []
-    i, n = 0, len(text)
+    n = len(text)
     unclosed: set[str] = set()  # closers known absent from here on: a flood of openers stays linear
+    i = 0
     while i < n:
-        c = text[i]
-        if c == "\\" and i + 1 < n:
-            nxt = text[i + 1]
-            if nxt in "([":
-                close = "\\)" if nxt == "(" else "\\]"
+        m = _ESCAPE_OR_OPENER.search(text, i)
+        if m is None:
+            break
+        i = m.start()
+        token = m.group(0)
+        if token.startswith("\\"):
+            if token in ("\\(", "\\["):
+                close = "\\)" if token == "\\(" else "\\]"
                 j = -1 if close in unclosed else text.find(close, i + 2)
                 if j < 0:
                     unclosed.add(close)
                 else:
-                    spans.append(Span(i, j + 2, text[i + 2:j], nxt == "["))
+                    spans.append(Span(i, j + 2, text[i + 2:j], token == "\\["))
                     i = j + 2
                     continue
+            i = m.end()
+            continue
+        if text.startswith("$$", i):
+            j = -1 if "$$" in unclosed else _unescaped(text, "$$", i + 2)
+            if j < 0:
+                unclosed.add("$$")
+            elif text[i + 2:j].strip():
+                spans.append(Span(i, j + 2, text[i + 2:j], True))
+                i = j + 2
+                continue
             i += 2
             continue
-        if c == "$":
-            if text.startswith("$$", i):
-                j = -1 if "$$" in unclosed else _unescaped(text, "$$", i + 2)
-                if j < 0:
-                    unclosed.add("$$")
-                elif text[i + 2:j].strip():
-                    spans.append(Span(i, j + 2, text[i + 2:j], True))
-                    i = j + 2
-                    continue
-                i += 2
-                continue
-            k = _inline_close(text, i)
-            if k is not None:
-                spans.append(Span(i, k + 1, text[i + 1:k], False))
-                i = k + 1
-                continue
+        k = _inline_close(text, i)
+        if k is not None:
+            spans.append(Span(i, k + 1, text[i + 1:k], False))
+            i = k + 1
+            continue
         i += 1
     return spans
 
@@ -111,10 +110,14 @@ def display_spans(text: str) -> list[Span]:
     return [s for s in math_spans(text) if s.display]
 
 
+_LONE_DOLLAR = re.compile(r"(?<!\\)\$")
+_PRICE = re.compile(r"(?<!\\)\$\s?\d")
+
+
 def escape_currency(text: str) -> str:
     """The text with every ``$`` that delimits no math span written ``\\$`` (a literal dollar), so later readers that
     pair dollar signs see only real math."""
-    if "$" not in text:
+    if not _PRICE.search(text):  # currency signs come before a number; without one there is nothing to escape
         return text
     keep = set()
     for s in math_spans(text):
@@ -122,10 +125,4 @@ def escape_currency(text: str) -> str:
             width = 2 if s.display else 1
             keep.update(range(s.start, s.start + width))
             keep.update(range(s.end - width, s.end))
-    out = []
-    for i, c in enumerate(text):
-        if c == "$" and i not in keep and (i == 0 or text[i - 1] != "\\"):
-            out.append("\\$")
-        else:
-            out.append(c)
-    return "".join(out)
+    return _LONE_DOLLAR.sub(lambda m: m.group(0) if m.start() in keep else "\\$", text)
