@@ -16,6 +16,7 @@ _SPACING = re.compile(r"(?<!\\)\\[,;:! ]|\\(?:q?quad|displaystyle|textstyle|scri
 _LEFT_RIGHT = re.compile(r"\\(?:left|right|big|Big|bigg|Bigg)(?![a-zA-Z])\s*")
 _FRAC_KIND = re.compile(r"\\[dtc]frac(?![a-zA-Z])")
 _DEGREES = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|°|\\degree(?![a-zA-Z])|\^\s*\{\s*\\text\{\s*o\s*\}\s*\}")
+_TEXT_SPACE = re.compile(r"\\(text|mbox|mathrm|textrm|textbf)\s+\{")
 _PERCENT = re.compile(r"\\?%")
 _DOLLAR = re.compile(r"\\\$|^\$(?=\d)")
 _TEXT_CMD = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mbox|mathbf|operatorname)\s*\{([^{}]*)\}")
@@ -55,6 +56,7 @@ def unwrap(text: str) -> str:
 def strip_decorations(s: str) -> str:
     """Drop things that never change a final answer's value: spacing, sizing, units, degree/percent/currency signs."""
     s = re.sub(r"\\!\s*", "", s).replace("{,}", ",")
+    s = _TEXT_SPACE.sub(r"\\\1{", s)  # "\\text {square inches}" is "\\text{square inches}"
     s = _PLACEHOLDER.sub("", s)
     s = _SPACING.sub(" ", s)
     s = _LEFT_RIGHT.sub("", s)
