@@ -306,3 +306,13 @@ def test_processbench_answers_per_source_no_worse_than_math_verify(shared_data: 
     print(f"\nProcessBench answers (ours FP, FN; Math-Verify FP, FN): {table}")
     for source, (fp, fn, mv_fp, mv_fn) in table.items():
         assert fp <= mv_fp and fn <= mv_fn, (source, table[source])
+
+
+@pytest.mark.parametrize("response,gold,expected", [
+    ("**five integers**", "5", 1.0),
+    ("The answer is twelve.", "12", 1.0),
+    ("The answer is twelve.", "13", 0.0),
+    ("The answer is the one with the largest area.", "1", 0.0),
+])
+def test_number_words(response: str, gold: str, expected: float) -> None:
+    assert score(response, gold) == expected

@@ -278,11 +278,24 @@ _QUALIFIERS = frozenset({
 })
 
 
+_NUMBER_WORDS = {w: i for i, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty".split())} | {"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60,
+                                                     "seventy": 70, "eighty": 80, "ninety": 90, "hundred": 100}
+
+
 def lone_number(answer: str) -> str | None:
     """The one number of a sentence that states it ("Verna received $7.00 in change", "12 tomatoes",
     "40 \\text{ cubic inches}"), or None: several numbers, any math besides the number, a word of one letter (a
     variable), or a qualifier ("at least 7", "not 7", "3 times 4")."""
     s = _TEXT_CMD.sub(r" \1 ", answer).replace("\\$", " ").replace("$", " ").replace("\\,", " ").replace("*", " ")
+    worded = False
+    if not re.search(r"\d", s):  # "five integers", "The answer is twelve."
+        all_words = re.findall(r"[A-Za-z]+", s)
+        named = [w for w in all_words if w.lower() in _NUMBER_WORDS]
+        # only a number that leads ("five integers") or a short statement: "the one with ..." is not 1
+        if len(named) == 1 and (all_words[0] == named[0] or len(all_words) <= 2):
+            s, worded = re.sub(rf"\b{named[0]}\b", str(_NUMBER_WORDS[named[0].lower()]), s, count=1), True
     numbers = list(_LONE_NUMBER.finditer(s))
     if len(numbers) != 1:
         return None
@@ -291,7 +304,7 @@ def lone_number(answer: str) -> str | None:
     if not _SENTENCE_CHARS.fullmatch(rest):
         return None
     words = re.findall(r"[A-Za-z]+", rest)
-    if not words or any(len(w) < 2 for w in words) or any(w.lower() in _QUALIFIERS for w in words):
+    if (not words and not worded) or any(len(w) < 2 for w in words) or any(w.lower() in _QUALIFIERS for w in words):
         return None
     return m.group(0)
 
