@@ -123,6 +123,11 @@ def main() -> None:
     print(f"time on {args.workers} processes: ours {ours_s:.1f} s ({len(rows) / ours_s:,.0f} responses/s), "
           f"Math-Verify {mv_s:.1f} s ({len(rows) / mv_s:,.0f} responses/s); ratio {mv_s / ours_s:.1f}x")
 
+    print("rows where a verifier and the label disagree (id, label, ours status/score, Math-Verify):")
+    for row, o, t, a, b in zip(rows, ours, theirs, ours_ok, mv_ok):
+        if a != bool(row["label"]) or b != bool(row["label"]):
+            print(f"  {row['id']:<20} label {row['label']}  ours {o['status']}/{o['score']}  math-verify {int(b)}  "
+                  f"gold {row['reference'][:40]!r}  ours read {str(o['extracted'])[:50]!r}")
     if args.out:
         with args.out.open("w") as f:
             for row, o, t, a, b in zip(rows, ours, theirs, ours_ok, mv_ok):

@@ -138,11 +138,12 @@ def test_a_base_model_that_keeps_writing_few_shot_turns_is_graded_on_its_own_ans
         for response in (
             f"{body}\nThe answer is {answer}.\n\nQuestion: {nxt['question']}\nAnswer: {nbody} The answer is {nanswer}.",
             f"{body}\n#### {answer}\n\nQ: {nxt['question']}\nA: {nbody}\n#### {nanswer}",
+            f"{body}\nA: {answer}\n\nQ: {nxt['question']}\nA: {nbody} So {nanswer}",
         ):
             graded += score(response, answer) == 1.0
             if nanswer != answer:
                 assert score(response, nanswer) == 0.0
-    assert graded == 60
+    assert graded == 90
 
 
 def test_own_turn_cuts_only_after_a_stated_answer() -> None:

@@ -29,6 +29,7 @@ _PHRASE = re.compile(
     re.IGNORECASE,
 )
 _BOLD = re.compile(r"\*\*(?P<x>[^*\n]{1,200})\*\*")
+_A_COLON = re.compile(r"^[ \t]*A[ \t]*:[ \t]*+(?P<x>[^\n]{1,200}?)[ \t.]*$", re.MULTILINE)
 _LATEX_CMD = re.compile(r"\\(?:d?frac|sqrt|pi|cdot|times|infty|pm|left|right|begin|cup|leq|geq|circ|text)")
 # A number as prose writes it: thousands grouped by ",", "{,}", "\\," or one space ("10 000"), a decimal part, a slash.
 _NUMBER = re.compile(
@@ -312,6 +313,8 @@ def committed_statements(section: str) -> list[Statement]:
     found += [p for p in phrases if answer_like(p.text) and not (marked and text_only(p.text))]
     found += [Statement(m.start(), m.end(), m.group("x").strip(), "bold") for m in _STANDALONE_BOLD.finditer(section)
               if _pure_value(m.group("x"))]
+    found += [Statement(m.start("x"), m.end("x"), m.group("x").strip(), "answer_phrase")
+              for m in _A_COLON.finditer(section) if _pure_value(m.group("x"))]  # few-shot "Q: … A: 42"
     found.sort(key=lambda st: st.start)
     for st in found:
         st.additive = st.additive or bool(_ADDITIVE_BEFORE.search(section[max(0, st.start - 40):st.start]))
