@@ -319,6 +319,8 @@ def _as_set(expr: sympy.Basic) -> sympy.Basic | None:
     if isinstance(expr, sympy.Equality) and isinstance(expr.rhs, sympy.Set) and isinstance(expr.lhs, sympy.Symbol):
         return expr.rhs
     if isinstance(expr, (sympy.Rel, sympy.And, sympy.Or)) and not isinstance(expr, (sympy.Equality, sympy.Unequality)):
+        if any(not isinstance(f, sympy.Abs) for f in expr.atoms(sympy.Function)):
+            return None  # sympy solves trigonometric or exponential conditions by periodicity analysis: slow, unbounded
         if len(expr.free_symbols) == 1:
             try:
                 return expr.as_set()
