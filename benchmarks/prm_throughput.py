@@ -9,12 +9,19 @@ gather-then-head). Printed: tokens/s of each, their RATIO, and model FLOP/s util
 
     python benchmarks/prm_throughput.py                                  # CPU, small model
     python benchmarks/prm_throughput.py --preset 1.5b --preset 7b        # GPU host (bf16, sdpa / flash-attn)
+    python benchmarks/prm_throughput.py --preset 1.5b --preset 7b --json # also append a line per run to
+                                                                         # benchmarks/results/prm_throughput.jsonl
+
+On a lent GPU machine without this project's dependencies: scripts/gpu_wheels.sh (here) then the command it prints.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
+import json
 import random
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,6 +37,15 @@ PRESETS = {
 }
 # Dense bf16 tensor-core peaks (TFLOP/s, SXM parts, no sparsity).
 PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "L40S": 362.0, "A10": 125.0}
+RESULTS = Path(__file__).resolve().parent / "results" / "prm_throughput.jsonl"
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              cwd=Path(__file__).resolve().parent, timeout=10).stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
 
 
 def build(preset: str, device: str, dtype, attn: str):  # noqa: ANN001, ANN201
@@ -125,6 +141,7 @@ def main() -> None:
     ap.add_argument("--max-batch-tokens", type=int, default=0, help="default: 8192 on CPU, 65536 on GPU")
     ap.add_argument("--clients", type=int, default=32)
     ap.add_argument("--peak-tflops", type=float, default=0.0, help="device peak for utilisation (auto on known GPUs)")
+    ap.add_argument("--json", action="store_true", help=f"append one JSON line per run to {RESULTS}")
     args = ap.parse_args()
     device = pick_device(args.device)
     gpu = device.startswith("cuda")
@@ -151,10 +168,22 @@ def main() -> None:
         tps_naive, tps_ours = tokens / t_naive, tokens / t_ours
         line = (f"{preset}: {dense / 1e6:,.1f}M dense params, {tokens} tokens | naive loop {tps_naive:,.0f} tok/s | "
                 f"scorer {tps_ours:,.0f} tok/s | RATIO {tps_ours / tps_naive:.2f}x | max |score diff| {worst:.1e}")
-        if peak:
-            mfu = 2 * dense * tps_ours / (peak * 1e12)
+        mfu = 2 * dense * tps_ours / (peak * 1e12) if peak else None
+        if mfu is not None:
             line += f" | utilisation {100 * mfu:.1f}% of {peak:g} TFLOP/s (naive {100 * mfu * t_ours / t_naive:.1f}%)"
         print(line, flush=True)
+        if args.json:
+            RESULTS.parent.mkdir(parents=True, exist_ok=True)
+            record = {
+                "device": name, "preset": preset, "dtype": str(dtype).replace("torch.", ""), "attention": attn,
+                "samples": n, "tokens": tokens, "max_batch_tokens": budget, "clients": args.clients,
+                "tokens_per_s_ours": round(tps_ours, 1), "tokens_per_s_naive": round(tps_naive, 1),
+                "ratio": round(tps_ours / tps_naive, 3), "mfu": None if mfu is None else round(mfu, 4),
+                "peak_tflops": peak or None, "max_score_diff": worst, "torch": torch.__version__,
+                "commit": _commit(), "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+            }
+            with RESULTS.open("a") as f:
+                f.write(json.dumps(record) + "\n")
         del model
         if gpu:
             torch.cuda.empty_cache()
