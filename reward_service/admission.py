@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from reward_service.errors import ApiError
+
 
 class Overloaded(Exception):
     def __init__(self, pending: int, capacity: int):
@@ -21,6 +23,9 @@ class Admission:
 
     @contextmanager
     def admit(self, n: int) -> Iterator[None]:
+        if n > self.capacity:  # retrying cannot help: refuse as too large, not as busy
+            raise ApiError(413, f"batch of {n} items exceeds the admission queue of {self.capacity} items "
+                                f"(max_pending_items); split it", loc=["items"])
         if self.pending + n > self.capacity:
             raise Overloaded(self.pending, self.capacity)
         self.pending += n

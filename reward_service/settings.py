@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from reward_service.sandbox_models import SandboxLimits, default_caps
@@ -105,6 +105,16 @@ class Settings(BaseSettings):
     length_tokenizers: dict[str, str] = Field(
         default_factory=dict, description="Tokenizer name -> local directory, for the length verifier's unit=tokens."
     )
+
+    @model_validator(mode="after")
+    def _batch_fits_the_queue(self) -> "Settings":
+        # A batch larger than the admission queue could never be admitted: every retry would get 429 forever.
+        if self.max_batch_items > self.max_pending_items:
+            raise ValueError(
+                f"max_batch_items ({self.max_batch_items}) must not exceed max_pending_items "
+                f"({self.max_pending_items}): a batch that large could never be admitted"
+            )
+        return self
 
     def effective_workers(self) -> int:
         return self.workers or os.cpu_count() or 1

@@ -157,7 +157,7 @@ def test_auth_off_by_default(server: LiveServer) -> None:
 
 
 def test_saturation_answers_429_then_recovers(tmp_path: Path) -> None:
-    env = {"REWARD_SERVICE_MAX_PENDING_ITEMS": "4", "REWARD_SERVICE_WORKERS": "1"}
+    env = {"REWARD_SERVICE_MAX_PENDING_ITEMS": "4", "REWARD_SERVICE_MAX_BATCH_ITEMS": "4", "REWARD_SERVICE_WORKERS": "1"}
     with run_server(tmp_path, env) as live:
         slow = [{"verifier": "test_sleep", "response": "x", "options": {"seconds": 0.4}}] * 4
 
@@ -180,12 +180,68 @@ def test_saturation_answers_429_then_recovers(tmp_path: Path) -> None:
 
 
 def test_429_carries_retry_after(tmp_path: Path) -> None:
-    env = {"REWARD_SERVICE_MAX_PENDING_ITEMS": "2", "REWARD_SERVICE_WORKERS": "1", "REWARD_SERVICE_RETRY_AFTER_S": "3"}
+    env = {"REWARD_SERVICE_MAX_PENDING_ITEMS": "2", "REWARD_SERVICE_MAX_BATCH_ITEMS": "2", "REWARD_SERVICE_WORKERS": "1",
+           "REWARD_SERVICE_RETRY_AFTER_S": "3"}
     with run_server(tmp_path, env) as live:
-        r = verify(live, [{"verifier": "exact_match", "response": "a", "reference": "a"}] * 3)
+        slow = [{"verifier": "test_sleep", "response": "x", "options": {"seconds": 1.0}}] * 2
+        with concurrent.futures.ThreadPoolExecutor(1) as ex:
+            first = ex.submit(verify, live, slow)
+            time.sleep(0.4)  # admitted and running: the queue is full
+            r = verify(live, [{"verifier": "exact_match", "response": "a", "reference": "a"}])
+            assert first.result().status_code == 200
         assert r.status_code == 429
         assert r.headers["retry-after"] == "3"
         assert "saturated" in r.json()["detail"]
+
+
+def test_a_batch_larger_than_the_queue_is_413_not_429(tmp_path: Path) -> None:
+    """Retrying cannot help a batch the admission queue can never hold: it is too large, not early."""
+    item = {"verifier": "exact_match", "response": "a", "reference": "a"}
+    env = {"REWARD_SERVICE_MAX_PENDING_ITEMS": "3", "REWARD_SERVICE_MAX_BATCH_ITEMS": "3", "REWARD_SERVICE_WORKERS": "1"}
+    with run_server(tmp_path, env) as live:
+        r = verify(live, [item] * 4)
+        assert r.status_code == 413 and "limit of 3" in r.json()["detail"]
+        assert verify(live, [item] * 3).status_code == 200
+
+
+def test_settings_refuse_a_batch_limit_above_the_queue() -> None:
+    from pydantic import ValidationError
+
+    from reward_service.settings import load_settings
+
+    with pytest.raises(ValidationError, match="max_batch_items .* must not exceed max_pending_items"):
+        load_settings(max_pending_items=10, max_batch_items=20)
+
+
+def test_admission_refuses_more_than_its_capacity_as_413() -> None:
+    from reward_service.admission import Admission
+    from reward_service.errors import ApiError
+
+    admission = Admission(5)
+    with pytest.raises(ApiError) as err:
+        with admission.admit(6):
+            pass
+    assert err.value.status_code == 413 and "max_pending_items" in err.value.message
+    with admission.admit(5):
+        assert admission.pending == 5
+    assert admission.pending == 0
+
+
+@pytest.mark.parametrize("field", ["response", "reference", "id", "group"])
+def test_lone_surrogates_are_a_422_naming_the_item(server: LiveServer, field: str) -> None:
+    """"\ud800" is valid JSON but not valid Unicode text: refused with the item and field named, never a 500."""
+    items = [{"verifier": "exact_match", "response": "a", "reference": "a"} for _ in range(3)]
+    items[1][field] = "bad \ud800 text"
+    body = json.dumps({"items": items})  # ensure_ascii keeps the escape, as a careless client sends it
+    with server.client() as c:
+        r = c.post("/v1/verify", content=body, headers={"content-type": "application/json"})
+        assert r.status_code == 422, r.text
+        assert f"items[1].{field}" in r.json()["detail"] and r.json()["loc"][:3] == ["items", 1, field]
+        nested = json.dumps({"items": [{"verifier": "exact_match", "response": "a", "reference": ["ok", {"x": "\udfff"}]}]})
+        r = c.post("/v1/verify", content=nested, headers={"content-type": "application/json"})
+        assert r.status_code == 422 and r.json()["loc"] == ["items", 0, "reference", 1, "x"]
+        r = c.post("/v1/verify", json={"items": [{"verifier": "exact_match", "response": "ok", "reference": "ok"}]})
+        assert r.status_code == 200 and r.json()["results"][0]["score"] == 1.0
 
 
 def test_concurrent_clients_each_get_their_own_answers(server: LiveServer) -> None:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -19,6 +20,28 @@ from verifiers.types import Verdict, VerifyItem
 router = APIRouter(tags=["verify"], dependencies=[Depends(require_token)])
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def surrogate_path(value: Any, path: tuple[Any, ...] = (), depth: int = 0) -> list[Any] | None:
+    """Where a lone surrogate sits in a JSON value (it decodes from "\\ud800" but cannot be encoded back, so a
+    verdict echoing it would fail as a 500), or None. Iterative over containers up to the nesting the body allows."""
+    stack = [(value, path)]
+    while stack:
+        node, at = stack.pop()
+        if isinstance(node, str):
+            if _SURROGATE.search(node):
+                return list(at)
+        elif isinstance(node, dict):
+            for k, v in node.items():
+                if isinstance(k, str) and _SURROGATE.search(k):
+                    return list(at)
+                stack.append((v, (*at, k)))
+        elif isinstance(node, list):
+            stack.extend((v, (*at, j)) for j, v in enumerate(node))
+    return None
+
+
 def check_limits(services: Any, body: VerifyRequest) -> None:
     s = services.settings
     n = len(body.items)
@@ -27,6 +50,11 @@ def check_limits(services: Any, body: VerifyRequest) -> None:
     if n > s.max_batch_items:
         raise ApiError(413, f"batch of {n} items exceeds the limit of {s.max_batch_items}; split it", loc=["items"])
     for i, item in enumerate(body.items):
+        bad = surrogate_path({"response": item.response, "reference": item.reference, "id": item.id,
+                              "group": item.group, "options": item.options})
+        if bad is not None:
+            raise ApiError(422, f"items[{i}].{'.'.join(map(str, bad))} holds a lone UTF-16 surrogate, which is not "
+                                "valid Unicode text; encode the text as UTF-8", loc=["items", i, *bad])
         if len(item.response) > s.max_response_chars:
             raise ApiError(
                 413, f"items[{i}].response has {len(item.response)} characters, over the limit of "
