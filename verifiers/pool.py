@@ -23,6 +23,29 @@ from verifiers.types import Verdict
 log = logging.getLogger("reward_service.pool")
 
 
+def _serialise(chunk: list[tuple["Job", "asyncio.Future[Verdict]"]]) -> tuple[bytes, list[tuple["Job", "asyncio.Future[Verdict]"]]]:
+    """The chunk as one pickle for the pipe. A job that cannot be pickled (a reference nested past the recursion
+    limit, an object pickle refuses) is answered at once with an error verdict and left out: re-queueing it would
+    fail the same way on every worker and jam the pool."""
+    def wire(job: "Job") -> tuple[Any, ...]:
+        return (job.name, job.response, job.reference, job.options)
+
+    try:
+        return pickle.dumps([wire(j) for j, _ in chunk], protocol=pickle.HIGHEST_PROTOCOL), chunk
+    except Exception:  # noqa: BLE001 - RecursionError, PicklingError, TypeError: find the culprits one by one
+        pass
+    kept = []
+    for job, future in chunk:
+        try:
+            pickle.dumps(wire(job), protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # noqa: BLE001
+            _resolve(future, Verdict.error(f"the item cannot be sent to a verifier worker ({type(exc).__name__}); "
+                                           "is its reference or options nested too deeply?"))
+        else:
+            kept.append((job, future))
+    return pickle.dumps([wire(j) for j, _ in kept], protocol=pickle.HIGHEST_PROTOCOL), kept
+
+
 def _resolve(future: "asyncio.Future[Verdict]", verdict: Verdict) -> None:
     if not future.done():  # the caller may have gone away (request cancelled)
         future.set_result(verdict)
@@ -33,8 +56,10 @@ class _Worker:
         self.proc = proc
 
     async def send(self, obj: Any) -> None:
+        await self.send_bytes(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+
+    async def send_bytes(self, data: bytes) -> None:
         assert self.proc.stdin is not None
-        data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
         self.proc.stdin.write(_HEADER.pack(len(data)) + data)
         await self.proc.stdin.drain()
 
@@ -197,11 +222,15 @@ class WorkerPool:
             task.add_done_callback(self._tasks.discard)
 
     async def _run_chunk(self, worker: _Worker, chunk: list[tuple[Job, "asyncio.Future[Verdict]"]]) -> None:
+        data, chunk = _serialise(chunk)
+        if not chunk:
+            self._idle.put_nowait(worker)
+            return
         self._stats.busy += 1
         done = 0
         healthy = False
         try:
-            await worker.send([(j.name, j.response, j.reference, j.options) for j, _ in chunk])
+            await worker.send_bytes(data)
             started = time.perf_counter()
             for job, future in chunk:
                 try:

@@ -42,6 +42,20 @@ def surrogate_path(value: Any, path: tuple[Any, ...] = (), depth: int = 0) -> li
     return None
 
 
+MAX_NESTING = 64  # lists/objects inside a reference or options; deeper is never a real gold answer or option set
+
+
+def nesting_depth(value: Any) -> int:
+    """How deep lists and objects nest in a JSON value, without recursion (a hostile body can nest thousands deep)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (list, dict)):
+            deepest = max(deepest, depth)
+            stack.extend((v, depth + 1) for v in (node.values() if isinstance(node, dict) else node))
+    return deepest
+
+
 def check_limits(services: Any, body: VerifyRequest) -> None:
     s = services.settings
     n = len(body.items)
@@ -50,6 +64,11 @@ def check_limits(services: Any, body: VerifyRequest) -> None:
     if n > s.max_batch_items:
         raise ApiError(413, f"batch of {n} items exceeds the limit of {s.max_batch_items}; split it", loc=["items"])
     for i, item in enumerate(body.items):
+        for name, value in (("reference", item.reference), ("options", item.options)):
+            depth = nesting_depth(value)
+            if depth > MAX_NESTING:
+                raise ApiError(422, f"items[{i}].{name} is nested {depth} levels deep, over the limit of "
+                                    f"{MAX_NESTING}", loc=["items", i, name])
         bad = surrogate_path({"response": item.response, "reference": item.reference, "id": item.id,
                               "group": item.group, "options": item.options})
         if bad is not None:
