@@ -19,6 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from reward_service import __version__
 from reward_service.admission import Admission
 from reward_service.errors import install_error_handlers
+from reward_service.auth import TokenGate
 from reward_service.limits import BodySizeLimit
 from reward_service.logs import request_id_var
 from reward_service.metrics import Metrics
@@ -148,5 +149,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     _mount_docs(app)
     known.update(getattr(r, "path", "") for r in app.routes)
     app.add_middleware(RequestContext, metrics=metrics, known_paths=known)
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)  # outermost: refuse before reading
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)  # refuse before reading
+    token = settings.auth_token.get_secret_value() if settings.auth_token is not None else None
+    app.add_middleware(TokenGate, token=token)  # outermost: no token, no body read
     return app

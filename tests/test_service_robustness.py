@@ -77,3 +77,55 @@ def test_an_unpicklable_job_is_answered_with_an_error_and_the_pool_keeps_serving
     bad, good, after = asyncio.run(main())
     assert bad.status is Status.ERROR and "cannot be sent" in bad.reason
     assert good.score == 1.0 and after.score == 1.0
+
+
+def _rss_kb(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+
+def _raw_post(url: str, path: str, size: int, headers: str = "") -> int:
+    """POST ``size`` bytes of body and return the status; the server may answer and close before the body is sent."""
+    import socket
+    from urllib.parse import urlparse
+
+    parsed = urlparse(url)
+    with socket.create_connection((parsed.hostname, parsed.port), timeout=30) as sock:
+        sock.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{headers}"
+                     f"Content-Length: {size}\r\n\r\n".encode())
+        chunk = b'{"items": [' + b" " * (1 << 20)
+        sent = 0
+        try:
+            while sent < size:
+                piece = chunk[:size - sent]
+                sock.sendall(piece)
+                sent += len(piece)
+        except OSError:
+            pass  # answered and closed early: that is the point
+        reply = b""
+        while b"\r\n" not in reply:
+            data = sock.recv(4096)
+            if not data:
+                break
+            reply += data
+    return int(reply.split()[1])
+
+
+def test_unauthenticated_bodies_are_refused_before_they_are_read(tmp_path) -> None:  # noqa: ANN001
+    from tests.conftest import run_server
+
+    with run_server(tmp_path, {"REWARD_SERVICE_AUTH_TOKEN": "s3cret", "REWARD_SERVICE_WORKERS": "1"}) as live:
+        before = _rss_kb(live.proc.pid)
+        for _ in range(3):
+            assert _raw_post(live.url, "/v1/verify", 40 * 1024 * 1024) == 401
+        assert _rss_kb(live.proc.pid) - before < 100 * 1024
+        # /openrlhf: a body it could not even validate is still a 401 without the token, not a 422.
+        with live.client() as c:
+            assert c.post("/openrlhf/reward", json={"nonsense": 1}).status_code == 401
+            assert c.post("/openrlhf/reward?token=wrong", json={"nonsense": 1}).status_code == 401
+            assert c.post("/openrlhf/reward?token=s3cret", json={"nonsense": 1}).status_code == 422
+            ok = c.post("/openrlhf/reward?token=s3cret", json={"query": ["The answer is 42."], "labels": ["42"]})
+            assert ok.status_code == 200 and ok.json()["rewards"] == [1.0]
+            r = c.post("/v1/verify", json={"items": [NORMAL]}, headers={"Authorization": "Bearer s3cret"})
+            assert r.status_code == 200 and r.json()["results"][0]["score"] == 1.0
+            assert c.get("/healthz").status_code == 200
