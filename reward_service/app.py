@@ -65,7 +65,7 @@ class RequestContext:
             return
         headers = dict(scope.get("headers") or [])
         rid = headers.get(b"x-request-id", b"").decode("latin-1")[:64] or uuid.uuid4().hex[:16]
-        token = request_id_var.set(rid)
+        request_id_var.set(rid)
         started = time.perf_counter()
         code = 500
 
@@ -90,7 +90,8 @@ class RequestContext:
                     "%s %s %d", scope.get("method"), path, code,
                     extra={"route": route, "status_code": code, "duration_ms": round(elapsed * 1000, 2)},
                 )
-            request_id_var.reset(token)
+            # The id is not reset here: Starlette's last-resort 500 handler runs outside this middleware and must
+            # still name it. Each request runs in its own task, so the value never leaks to another request.
 
 
 def _mount_docs(app: FastAPI) -> None:
@@ -148,8 +149,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         known.update(getattr(r, "path", "") for r in router.routes)
     _mount_docs(app)
     known.update(getattr(r, "path", "") for r in app.routes)
-    app.add_middleware(RequestContext, metrics=metrics, known_paths=known)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)  # refuse before reading
     token = settings.auth_token.get_secret_value() if settings.auth_token is not None else None
-    app.add_middleware(TokenGate, token=token)  # outermost: no token, no body read
+    app.add_middleware(TokenGate, token=token)  # no token, no body read
+    app.add_middleware(RequestContext, metrics=metrics, known_paths=known)  # outermost: every answer has its id
     return app

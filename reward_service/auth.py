@@ -12,6 +12,7 @@ from fastapi import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reward_service.errors import ApiError
+from reward_service.logs import request_id_var
 
 
 async def require_token(request: Request) -> None:
@@ -41,7 +42,7 @@ class TokenGate:
         if self.token is None or not path.startswith(("/v1/", "/openrlhf/")) or self._authorised(scope, path):
             await self.app(scope, receive, send)
             return
-        data = json.dumps({"detail": "missing or invalid bearer token"}).encode()
+        data = json.dumps({"detail": "missing or invalid bearer token", "request_id": request_id_var.get()}).encode()
         await send({"type": "http.response.start", "status": 401, "headers": [
             (b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()),
             (b"www-authenticate", b"Bearer"), (b"connection", b"close")]})

@@ -35,20 +35,23 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
         errors = _clean_errors(list(exc.errors()))
         if any(e["type"] == "json_invalid" for e in errors):
-            return JSONResponse({"detail": "request body is not valid JSON", "errors": errors}, status_code=400)
+            return JSONResponse({"detail": "request body is not valid JSON", "errors": errors,
+                                 "request_id": request_id_var.get()}, status_code=400)
         summary = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors[:5])
-        return JSONResponse({"detail": f"invalid request: {summary}", "errors": errors}, status_code=422)
+        return JSONResponse({"detail": f"invalid request: {summary}", "errors": errors,
+                             "request_id": request_id_var.get()}, status_code=422)
 
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
-        body: dict[str, Any] = {"detail": exc.message}
+        body: dict[str, Any] = {"detail": exc.message, "request_id": request_id_var.get()}
         if exc.loc is not None:
             body["loc"] = exc.loc
         return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=getattr(exc, "headers", None))
+        return JSONResponse({"detail": exc.detail, "request_id": request_id_var.get()}, status_code=exc.status_code,
+                            headers=getattr(exc, "headers", None))
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:

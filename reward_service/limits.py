@@ -6,6 +6,8 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from reward_service.logs import request_id_var
+
 
 class BodySizeLimit:
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
@@ -43,7 +45,8 @@ class BodySizeLimit:
         await self.app(scope, limited_receive, guarded_send)
 
     async def _reject(self, send: Send) -> None:
-        body: dict[str, Any] = {"detail": f"request body exceeds the limit of {self.max_bytes} bytes"}
+        body: dict[str, Any] = {"detail": f"request body exceeds the limit of {self.max_bytes} bytes",
+                                "request_id": request_id_var.get()}
         data = json.dumps(body).encode()
         await send({
             "type": "http.response.start",

@@ -129,3 +129,25 @@ def test_unauthenticated_bodies_are_refused_before_they_are_read(tmp_path) -> No
             r = c.post("/v1/verify", json={"items": [NORMAL]}, headers={"Authorization": "Bearer s3cret"})
             assert r.status_code == 200 and r.json()["results"][0]["score"] == 1.0
             assert c.get("/healthz").status_code == 200
+
+
+def test_every_error_body_names_its_request(tmp_path) -> None:  # noqa: ANN001
+    """4xx from routes, from validation, from the body-size limit and the token gate, and the id a client sent."""
+    from tests.conftest import run_server
+
+    env = {"REWARD_SERVICE_AUTH_TOKEN": "s3cret", "REWARD_SERVICE_WORKERS": "1", "REWARD_SERVICE_MAX_BODY_BYTES": "4096"}
+    auth = {"Authorization": "Bearer s3cret"}
+    with run_server(tmp_path, env) as live, live.client() as c:
+        answers = [
+            c.post("/v1/verify", json={"items": [NORMAL]}),  # token gate
+            c.post("/v1/verify", json={"items": [{**NORMAL, "response": "x" * 8000}]}, headers=auth),  # size
+            c.post("/v1/verify", json={"items": []}, headers=auth),  # route
+            c.post("/v1/verify", json={"itemz": []}, headers=auth),  # validation
+            c.post("/v1/verify", content=b"{not json", headers={**auth, "content-type": "application/json"}),
+            c.get("/v1/nowhere", headers=auth),  # 404 outside any route
+        ]
+        assert [r.status_code for r in answers] == [401, 413, 422, 422, 400, 404]
+        for r in answers:
+            assert r.json()["request_id"] and r.json()["request_id"] == r.headers["x-request-id"], r.text
+        mine = c.post("/v1/verify", json={"items": []}, headers={**auth, "X-Request-ID": "trainer-step-7"})
+        assert mine.json()["request_id"] == "trainer-step-7"
