@@ -151,3 +151,17 @@ def test_every_error_body_names_its_request(tmp_path) -> None:  # noqa: ANN001
             assert r.json()["request_id"] and r.json()["request_id"] == r.headers["x-request-id"], r.text
         mine = c.post("/v1/verify", json={"items": []}, headers={**auth, "X-Request-ID": "trainer-step-7"})
         assert mine.json()["request_id"] == "trainer-step-7"
+
+
+@pytest.mark.parametrize("answer", ["\\sin(10^{10^{7}})", "\\tan(10^{100000})", "\\log(10^{10^{8}})",
+                                    "\\sin(\\sin(10^{10^6}))", "\\cos(2^{2^{25}})"])
+def test_functions_of_astronomical_arguments_are_refused_by_the_cost_guard(answer: str) -> None:
+    """The size guard once judged these cheap (the value is small) while sympy needed minutes of precision: they
+    held workers for whole deadlines and delayed other clients' items."""
+    from verifiers.math.verifier import MathVerifier
+
+    verifier = MathVerifier()
+    verdict = verifier.check(f"The answer is $\\boxed{{{answer}}}$", "1", verifier.parse_options({}))
+    assert verdict.score == 0.0 and verdict.details["method"] == "size_guard"
+    ok = verifier.check("The answer is $\\boxed{\\sin(2^{10})}$", "\\sin(1024)", verifier.parse_options({}))
+    assert ok.score == 1.0

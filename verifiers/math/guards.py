@@ -25,6 +25,9 @@ MAX_EXACT_DIGITS = 20_000
 MAX_NUMERIC_LOG10 = 1e9
 MAX_FACTORIAL = 5_000
 MAX_SERIES_TERMS = 500  # a written-out sum or product is evaluated term by term
+# A function evaluated at a number with more digits than this (sin(10^{10^7}), log(10^{10^8})) needs that many digits
+# of working precision, or the integer itself built: minutes, though the value is small. Such an argument is refused.
+MAX_FUNCTION_ARG_LOG10 = 10_000
 
 
 def hacking_reason(answer: str) -> str | None:
@@ -113,6 +116,11 @@ def check_size(expr: sympy.Basic) -> float:
             n = _num(node.args[0])
             if n is not None and abs(n) > MAX_FACTORIAL:
                 raise TooLarge(f"factorial of {n:.3g} is too large to evaluate")
+        elif isinstance(node, sympy.Function) and not isinstance(node, sympy.exp):
+            for arg in node.args:
+                if log10_size(arg) > MAX_FUNCTION_ARG_LOG10:
+                    raise TooLarge(f"{type(node).__name__} of a number of about 10^{log10_size(arg):.3g} is too "
+                                   "costly to evaluate")
         elif isinstance(node, (sympy.Sum, sympy.Product)):
             for limit in node.limits:
                 low, high = (_num(b) if len(limit) == 3 else None for b in limit[1:3])
