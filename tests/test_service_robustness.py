@@ -165,3 +165,49 @@ def test_functions_of_astronomical_arguments_are_refused_by_the_cost_guard(answe
     assert verdict.score == 0.0 and verdict.details["method"] == "size_guard"
     ok = verifier.check("The answer is $\\boxed{\\sin(2^{10})}$", "\\sin(1024)", verifier.parse_options({}))
     assert ok.score == 1.0
+
+
+def test_the_backlog_takes_turns_between_requests() -> None:
+    """One request's long backlog does not hold back another request's item queued behind it."""
+    from verifiers.pool import Job
+
+    async def main() -> tuple[list[float], float]:
+        pool = WorkerPool(1, ["tests.plugins.testing_verifiers"], max_chunk=2)
+        await pool.start()
+        try:
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            done: dict[str, float] = {}
+
+            async def one(key: str, source: str, seconds: float) -> None:
+                await pool.submit(Job("test_sleep", "x", None, {"seconds": seconds}, 30.0, source=source))
+                done[key] = loop.time() - started
+
+            await asyncio.gather(*(one(f"slow{i}", "big-request", 0.25) for i in range(12)),
+                                 one("fast", "small-request", 0.0))
+            return sorted(done[f"slow{i}"] for i in range(12)), done["fast"]
+        finally:
+            await pool.close()
+
+    slow, fast = asyncio.run(main())
+    assert fast < slow[3], (fast, slow)  # served in the first chunks, not after the whole backlog
+
+
+def test_deadlines_count_from_admission() -> None:
+    """An item that waited out its deadline in the backlog is a timeout without being run."""
+    from verifiers.pool import Job
+
+    async def main() -> tuple:
+        pool = WorkerPool(1, ["tests.plugins.testing_verifiers"], max_chunk=1)
+        await pool.start()
+        try:
+            first = asyncio.ensure_future(pool.submit(Job("test_sleep", "x", None, {"seconds": 1.0}, 10.0)))
+            await asyncio.sleep(0.05)
+            late = await pool.submit(Job("test_sleep", "x", None, {"seconds": 0.0}, 0.5))
+            return await first, late, await pool.run("test_sleep", "x", None, {"seconds": 0.0}, 5.0)
+        finally:
+            await pool.close()
+
+    first, late, after = asyncio.run(main())
+    assert first.score == 1.0 and after.score == 1.0
+    assert late.status is Status.TIMEOUT and "queue" in late.reason

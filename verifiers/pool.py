@@ -7,20 +7,24 @@ deadline gets its worker killed and replaced while the other workers keep servin
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import os
 import pickle
 import sys
 import time
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from verifiers._frames import HEADER as _HEADER
+from verifiers.fairqueue import FairQueue
 from verifiers.types import Verdict
 
 log = logging.getLogger("reward_service.pool")
+
+# Who a job is for (the server sets the request id): the backlog takes turns between sources.
+job_source: contextvars.ContextVar[str] = contextvars.ContextVar("job_source", default="")
 
 
 def _serialise(chunk: list[tuple["Job", "asyncio.Future[Verdict]"]]) -> tuple[bytes, list[tuple["Job", "asyncio.Future[Verdict]"]]]:
@@ -85,6 +89,11 @@ class Job:
     reference: Any
     options: dict[str, Any]
     timeout_s: float
+    source: str = ""
+    admitted: float = field(default_factory=time.monotonic)  # the deadline counts from here, queueing included
+
+    def remaining(self) -> float:
+        return self.timeout_s - (time.monotonic() - self.admitted)
 
 
 @dataclass
@@ -119,7 +128,7 @@ class WorkerPool:
         self._stats = PoolStats(size=self.size)
         self._closed = False
         self._tasks: set[asyncio.Task[None]] = set()
-        self._pending: deque[tuple[Job, asyncio.Future[Verdict]]] = deque()
+        self._pending: FairQueue[tuple[Job, asyncio.Future[Verdict]]] = FairQueue()
         self._wakeup = asyncio.Event()
         self._dispatcher: asyncio.Task[None] | None = None
 
@@ -196,7 +205,9 @@ class WorkerPool:
         if self._closed:
             return Verdict.unavailable("worker pool is shut down")
         future: asyncio.Future[Verdict] = asyncio.get_running_loop().create_future()
-        self._pending.append((job, future))
+        if not job.source:
+            job.source = job_source.get()
+        self._pending.append(job.source, (job, future))
         self._wakeup.set()
         if self._dispatcher is None or self._dispatcher.done():
             self._dispatcher = asyncio.create_task(self._dispatch())
@@ -214,6 +225,10 @@ class WorkerPool:
             n = max(1, min(self.max_chunk, -(-len(self._pending) // self.size)))
             chunk = [self._pending.popleft() for _ in range(min(n, len(self._pending)))]
             chunk = [(job, fut) for job, fut in chunk if not fut.cancelled()]
+            for job, fut in chunk:
+                if job.remaining() <= 0:  # waited out its whole deadline in the backlog: never started
+                    _resolve(fut, Verdict.timeout(f"check waited past its {job.timeout_s:g}s deadline in the queue"))
+            chunk = [(job, fut) for job, fut in chunk if not fut.done()]
             if not chunk:
                 self._idle.put_nowait(worker)
                 continue
@@ -234,7 +249,7 @@ class WorkerPool:
             started = time.perf_counter()
             for job, future in chunk:
                 try:
-                    payload = await asyncio.wait_for(worker.recv(), job.timeout_s)
+                    payload = await asyncio.wait_for(worker.recv(), max(job.remaining(), 0.0))
                 except asyncio.TimeoutError:
                     _resolve(future, Verdict.timeout(
                         f"check exceeded its {job.timeout_s:g}s deadline; its worker was killed"))
@@ -259,7 +274,7 @@ class WorkerPool:
             else:
                 self._replace_later(worker)
                 # The rest of the chunk goes back to the front of the queue for another worker.
-                self._pending.extendleft(reversed(chunk[done:]))
+                self._pending.push_front((job.source, (job, fut)) for job, fut in chunk[done:])
                 if chunk[done:]:
                     self._wakeup.set()
 
@@ -267,8 +282,8 @@ class WorkerPool:
         self._closed = True
         if self._dispatcher is not None:
             self._dispatcher.cancel()
-        while self._pending:
-            _resolve(self._pending.popleft()[1], Verdict.unavailable("worker pool is shut down"))
+        for _, future in self._pending.drain():
+            _resolve(future, Verdict.unavailable("worker pool is shut down"))
         for task in list(self._tasks):
             task.cancel()
         workers = list(self._all)

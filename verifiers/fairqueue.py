@@ -1,0 +1,61 @@
+"""A queue that takes turns between sources: the pool's backlog, so one request's thousands of items (or a client
+sending pathological ones) cannot hold back every item queued after them. Items of one source keep their order."""
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Hashable, Iterable, Iterator
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class FairQueue(Generic[T]):
+    """Round-robin over sources; each source is first-in first-out."""
+
+    def __init__(self) -> None:
+        self._queues: dict[Hashable, deque[T]] = {}
+        self._turns: deque[Hashable] = deque()  # sources with items, in the order they are served next
+        self._size = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __bool__(self) -> bool:
+        return self._size > 0
+
+    def append(self, source: Hashable, item: T) -> None:
+        queue = self._queues.get(source)
+        if queue is None:
+            queue = self._queues[source] = deque()
+            self._turns.append(source)
+        queue.append(item)
+        self._size += 1
+
+    def popleft(self) -> T:
+        """The next item of the source whose turn it is; that source then goes to the back of the line."""
+        source = self._turns.popleft()
+        queue = self._queues[source]
+        item = queue.popleft()
+        self._size -= 1
+        if queue:
+            self._turns.append(source)
+        else:
+            del self._queues[source]
+        return item
+
+    def push_front(self, items: Iterable[tuple[Hashable, T]]) -> None:
+        """Put items back at the head of their sources' queues, those sources served first (a retry after a worker
+        died keeps its place)."""
+        for source, item in reversed(list(items)):
+            queue = self._queues.get(source)
+            if queue is None:
+                queue = self._queues[source] = deque()
+            else:
+                self._turns.remove(source)
+            queue.appendleft(item)
+            self._turns.appendleft(source)
+            self._size += 1
+
+    def drain(self) -> Iterator[T]:
+        while self:
+            yield self.popleft()
