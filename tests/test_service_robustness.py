@@ -211,3 +211,55 @@ def test_deadlines_count_from_admission() -> None:
     first, late, after = asyncio.run(main())
     assert first.score == 1.0 and after.score == 1.0
     assert late.status is Status.TIMEOUT and "queue" in late.reason
+
+
+def _hostile_bodies(n: int, seed: int = 0) -> list[str]:
+    """Random JSON texts shaped like verify/openrlhf requests gone wrong: wrong types, unknown verifiers, huge or
+    non-finite numbers, surrogates in values and keys, deep nesting, odd options, empty and truncated bodies."""
+    import random
+
+    rng = random.Random(seed)
+    atoms: list[str] = ['"x"', "null", "true", "1e309", "-1e999", "NaN", "Infinity", "12345678901234567890123456789",
+                        '"\\ud800"', '"\\udfff\\ud800"', '""', "[]", "{}", "0", "-0.0", '"\\u0000"', '"' + "a" * 5000 + '"']
+
+    def value(depth: int) -> str:
+        roll = rng.random()
+        if depth > 3 or roll < 0.5:
+            return rng.choice(atoms)
+        if roll < 0.7:
+            return "[" + ",".join(value(depth + 1) for _ in range(rng.randint(0, 4))) + "]"
+        if roll < 0.8:
+            return "[" * rng.choice([10, 70, 300, 3000]) + "1" + "]" * rng.choice([10, 70, 300, 3000])
+        keys = ['"response"', '"reference"', '"verifier"', '"options"', '"id"', '"group"', '"\\ud800"', '"timeout_s"']
+        return "{" + ",".join(f"{rng.choice(keys)}: {value(depth + 1)}" for _ in range(rng.randint(0, 4))) + "}"
+
+    bodies = []
+    for _ in range(n):
+        kind = rng.random()
+        verifier = rng.choice(['"math"', '"exact_match"', '"regex"', '"nope"', '"spec"', "7", '"ifeval"', '"multiple_choice"'])
+        item = (f'{{"verifier": {verifier}, "response": {value(2)}, "reference": {value(1)}, '
+                f'"options": {rng.choice(["{}", value(1), chr(123) + chr(34) + "timeout_s" + chr(34) + ": " + rng.choice(atoms) + chr(125)])}}}')
+        if kind < 0.6:
+            body = f'{{"items": [{", ".join(item for _ in range(rng.randint(1, 3)))}]}}'
+        elif kind < 0.8:
+            body = f'{{"query": [{value(2)}], "labels": [{value(1)}], "prompts": {value(1)}}}'
+        else:
+            body = value(0)
+        if rng.random() < 0.1:
+            body = body[: rng.randint(0, len(body))]
+        bodies.append(body)
+    return bodies
+
+
+def test_two_hundred_hostile_bodies_never_give_a_500_and_service_goes_on(server: LiveServer) -> None:
+    codes: list[int] = []
+    with server.client(timeout=60) as c:
+        for i, body in enumerate(_hostile_bodies(200)):
+            path = "/openrlhf/reward" if '"query"' in body[:12] else "/v1/verify"
+            r = c.post(path, content=body.encode("utf-8", "surrogatepass"),
+                       headers={"content-type": "application/json"})
+            codes.append(r.status_code)
+            assert r.status_code < 500, (i, r.status_code, r.text[:300], body[:300])
+        normal = c.post("/v1/verify", json={"items": [NORMAL] * 4})
+    assert normal.status_code == 200 and [x["score"] for x in normal.json()["results"]] == [1.0] * 4
+    assert len(set(codes)) > 2  # the bodies really differ in what is wrong with them
