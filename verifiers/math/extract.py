@@ -78,10 +78,19 @@ def own_turn(section: str) -> str:
     m = _END_OF_TEXT.search(section)
     if m and section[:m.start()].strip():
         section = section[:m.start()]
-    for m in _NEXT_TURN.finditer(section):
-        if m.start() and committed_statements(section[:m.start()]):
-            return section[:m.start()]
-    return section
+    # The first turn marker with a stated answer before it. Whether a prefix states an answer only grows with the
+    # prefix (every statement pattern is bounded by its line or its closing brace), so a binary search over the
+    # markers finds the same one as trying each in turn, without re-reading ever longer prefixes (quadratic on a
+    # flood of "Question:" lines).
+    starts = [m.start() for m in _NEXT_TURN.finditer(section) if m.start()]
+    lo, hi = 0, len(starts)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if committed_statements(section[:starts[mid]]):
+            hi = mid
+        else:
+            lo = mid + 1
+    return section[:starts[lo]] if lo < len(starts) else section
 
 
 def boxed_contents(text: str) -> list[str]:
