@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from verifiers.math.normalize import canonical, lone_number, split_top_level, unwrap
+from verifiers.math.normalize import PLAIN_FUNCS, canonical, lone_number, split_top_level, unwrap
 from verifiers.math.numeric import parse_number
-from verifiers.math.spans import Span, display_spans, escape_currency, inline_spans, math_spans
+from verifiers.math.spans import Span, display_spans, escape_currency, inline_first, inline_spans, math_spans
 
 _BOX = re.compile(r"\\(?:boxed|fbox|framebox)\s*(?:\[[^\]]*\])?\s*")
 _THINK_END = "</think>"
@@ -123,7 +123,7 @@ def _cut_phrase(x: str) -> str:
     x = x.strip()
     if x.startswith("\\boxed"):
         return x
-    spans = inline_spans(x) or display_spans(x)
+    spans = inline_first(x)
     if spans and spans[0].start == 0:
         return _joined(x, spans, 0)
     cut = _SENTENCE_END.split(x, maxsplit=1)[0].strip()
@@ -135,7 +135,7 @@ def _stated_span(sentence: str) -> str | None:
     """The math a sentence ends by stating ("The smallest value of \\(n\\) such that \\(A_n \\geq K\\) is
     \\(n = 10\\)."): its last span (with the spans "and"/"or"/commas join to it) when "is"/"are"/":"/"=" leads
     into it and nothing but punctuation follows; None otherwise."""
-    spans = inline_spans(sentence) or display_spans(sentence)
+    spans = inline_first(sentence)
     if not spans or not re.fullmatch(r"[\s.,;:!]*", sentence[spans[-1].end:]):
         return None
     first = len(spans) - 1
@@ -173,7 +173,7 @@ def _plain_math_tail(line: str) -> bool:
     return bool(word) and word.group(1).lower() not in _FUNCTION_NAMES
 
 
-_FUNCTION_NAMES = frozenset("sqrt sin cos tan cot sec csc log ln exp arcsin arccos arctan sinh cosh tanh pi".split())
+_FUNCTION_NAMES = frozenset((*PLAIN_FUNCS, "sqrt", "pi"))
 
 
 # Between two statements, these withdraw the earlier one (a self-correction, not a second answer).

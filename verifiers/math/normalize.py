@@ -97,7 +97,7 @@ def canonical(text: str) -> str:
     return _WS.sub("", s)
 
 
-_PLAIN_FUNCS = ("arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "sin", "cos", "tan", "cot", "sec", "csc",
+PLAIN_FUNCS = ("arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "sin", "cos", "tan", "cot", "sec", "csc",
                 "exp", "log", "ln")
 
 
@@ -130,7 +130,7 @@ def plain_to_latex(s: str) -> str:
         return s
     s = s.replace("**", "^").replace("√", "\\sqrt ").replace("π", "\\pi ").replace("∞", "\\infty ")
     s = _brace_call(s, "sqrt", "\\sqrt")
-    for name in _PLAIN_FUNCS:
+    for name in PLAIN_FUNCS:
         s = re.sub(rf"(?<![A-Za-z\\]){name}(?=\s*\()", rf"\\{name}", s)
     s = re.sub(r"(?<![A-Za-z\\])(?:pi|Pi|PI)(?![A-Za-z])", r"\\pi ", s)
     s = re.sub(r"(?<![A-Za-z\\])(?:infinity|inf|oo)(?![A-Za-z])", r"\\infty ", s)

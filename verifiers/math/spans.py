@@ -102,6 +102,12 @@ def _unescaped(text: str, token: str, start: int) -> int:
     return j
 
 
+def inline_first(text: str) -> list[Span]:
+    """The inline spans, or the display spans when there is no inline one (from one scan)."""
+    spans = math_spans(text)
+    return [s for s in spans if not s.display] or [s for s in spans if s.display]
+
+
 def inline_spans(text: str) -> list[Span]:
     return [s for s in math_spans(text) if not s.display]
 
