@@ -17,6 +17,7 @@ from verifiers.types import Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
     from verifiers.context import Context
+    from verifiers.engine import Engine, Prepared
     from verifiers.registry import Registry
 
 
@@ -55,6 +56,10 @@ class Verifier:
     inline_max_chars: ClassVar[int] = 0
     # Deadline when the request gives none (None: the server's item_timeout_s); always capped by the server.
     default_timeout_s: ClassVar[float | None] = None
+    # Group-level verifiers (``consensus``) score an item against the other items of its request sharing its
+    # ``group``: the per-item check runs as usual (in workers), then ``finish_group`` runs once the request's items
+    # are all in (see ``verifiers.group_level``).
+    group_level: ClassVar[bool] = False
 
     def parse_options(self, raw: dict[str, Any] | None) -> BaseOptions:
         return self.Options.model_validate(raw or {})
@@ -76,6 +81,10 @@ class Verifier:
     async def acheck(self, response: str, reference: Any, options: BaseOptions, ctx: "Context") -> Verdict:
         """Asynchronous check, awaited on the event loop (``execution = "async"``)."""
         return self.check(response, reference, options)
+
+    async def finish_group(self, engine: "Engine", items: list["Prepared"], verdicts: list[Verdict]) -> list[Verdict]:
+        """The request-level pass of a group-level verifier: final verdicts for its ``items`` of one request."""
+        return verdicts
 
     def describe(self) -> dict[str, Any]:
         return {

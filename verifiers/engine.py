@@ -15,6 +15,7 @@ from typing import Any
 from verifiers.base import BaseOptions, Verifier
 from verifiers.calibration.apply import postprocess, wants_postprocess
 from verifiers.context import Context
+from verifiers.group_level import finish_groups
 from verifiers.pool import WorkerPool
 from verifiers.registry import Registry
 from verifiers.types import InvalidReference, Verdict, VerifierUnavailable, VerifyItem
@@ -74,7 +75,7 @@ class Engine:
             raw_elapsed = verdict.elapsed_ms
             verdict = await postprocess(self, prepared, verdict)
             verdict.elapsed_ms = raw_elapsed + (time.perf_counter() - started) * 1000.0
-        if self.on_result is not None:
+        if self.on_result is not None and not prepared.verifier.group_level:  # those report after their group pass
             self.on_result(prepared.verifier.name, verdict)
         return verdict
 
@@ -90,7 +91,7 @@ class Engine:
         # Concurrent process-mode items are coalesced into chunks by the pool, so a plain gather batches them.
         for i, verdict in zip(waiting, await asyncio.gather(*(self.verify(prepared[i]) for i in waiting))):
             out[i] = verdict
-        return [v for v in out if v is not None]
+        return await finish_groups(self, prepared, [v for v in out if v is not None])
 
     def _runs_inline(self, p: Prepared) -> bool:
         """Cheap, linear-time checks on small inputs skip the process hop (see ``Verifier.inline_max_chars``)."""

@@ -16,6 +16,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "verifiers.basic",
     "verifiers.math.verifier",
     "verifiers.math.math_verify_verifier",
+    "verifiers.consensus",
     "verifiers.ifeval",
     "verifiers.code",
     "verifiers.reward_models.verifiers",

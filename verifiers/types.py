@@ -18,6 +18,8 @@ class Status(str, enum.Enum):
     TIMEOUT = "timeout"  # the check overran its deadline: score null
     ERROR = "error"  # a verifier fault: score null
     UNAVAILABLE = "unavailable"  # a backend (judge, sandbox, model) is down: score null
+    NO_CONSENSUS = "no_consensus"  # a label-free group has no clear majority answer (tie, weak plurality): score null
+    GROUP_TOO_SMALL = "group_too_small"  # too few readable answers in the group to vote on: score null
 
     @property
     def scored(self) -> bool:

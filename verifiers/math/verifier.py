@@ -119,7 +119,7 @@ def _spellings(gold: Gold, rel_tol: float) -> list[Gold]:
     """A gold "A or B" whose parts state one value ("(1998/1997)^2 or 3992004/3988009") is two spellings of one
     answer, each acceptable alone; any other gold stands as it is (several values "1 or 2" are a set of answers)."""
     parts = split_alternatives(gold.text) if (" or " in gold.text or "\\text" in gold.text) else []
-    if len(parts) < 2 or not _agree(parts, rel_tol):
+    if len(parts) < 2 or not spellings_agree(parts, rel_tol):
         return [gold]
     return [parse_gold(p) for p in parts]
 
@@ -129,7 +129,7 @@ def _single_valued(expr: sympy.Basic) -> bool:
     return isinstance(expr, sympy.Expr) and not isinstance(expr, MatrixBase)
 
 
-def _agree(answers: list[str], rel_tol: float) -> bool:
+def spellings_agree(answers: list[str], rel_tol: float) -> bool:
     """Do several spellings state one value (``\\boxed{3}`` … "Answer: 3.0")? Then a wrong answer is wrong, not a hedge."""
     try:
         first = parse_gold(answers[0])
@@ -325,7 +325,7 @@ class MathVerifier(Verifier):
                 else:
                     each = [compare(gold, a, options.rel_tol) for a in answers]
                     if not all(d.equal for d in each):
-                        if any(d.equal for d in each) or not _agree(answers, options.rel_tol):
+                        if any(d.equal for d in each) or not spellings_agree(answers, options.rel_tol):
                             return Verdict.rejected(
                                 f"several different final answers: {', '.join(distinct)[:200]}", method="hedging",
                                 **details,

@@ -1,0 +1,94 @@
+"""One response's vote: its final answer read with the math answer core, and a bucket key for clustering.
+
+The reading mirrors the ``math`` verifier without a gold: the same extraction, the same judge-hacking guard and the
+same hedging rule (several final answers that are not one value written several ways). A response that states no
+answer, a content-free one, or a hedge never votes. The key puts answers that are certainly equal in one bucket
+without any parsing: one exact rational for every spelling of a number ("1/2", "0.5", "\\frac{1}{2}", "50%" is 50),
+casefolded words for text and choice letters, the canonical spelling for anything else; "x = 5" votes as 5.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from verifiers.math.extract import clip_tail, extract, split_alternatives
+from verifiers.math.guards import hacking_reason
+from verifiers.math.normalize import canonical, equation_sides, names_a_quantity, split_condition, text_content, unwrap
+from verifiers.math.numeric import parse_number
+from verifiers.math.verifier import spellings_agree
+
+NUMBER, TEXT, EXPR = "number", "text", "expr"
+
+
+@dataclass
+class Vote:
+    """A readable final answer. ``value`` is what the key was computed from ("5" for "x = 5")."""
+
+    answer: str
+    value: str
+    kind: str  # number | text | expr
+    key: str
+    condition: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Vote":
+        return cls(**data)
+
+
+@dataclass
+class Unreadable:
+    """Why a response casts no vote; ``hedged`` marks a refusal (a hedge or a judge-hacking answer)."""
+
+    reason: str
+    hedged: bool
+    extracted: Any = None
+
+
+def _stated_value(body: str) -> str:
+    """``x = 5`` → ``5``: a name given a number states that number (an equation like ``y = 2x + 3`` stays whole)."""
+    sides = equation_sides(body)
+    if sides and len(sides) == 2 and names_a_quantity(sides[0]) and parse_number(sides[1]) is not None:
+        return sides[1]
+    return body
+
+
+def bucket(answer: str) -> Vote:
+    """The vote of one readable answer."""
+    body, condition = split_condition(unwrap(answer))
+    value = _stated_value(body)
+    number = parse_number(value)
+    if number is not None:
+        frac = number.value
+        kind, key = NUMBER, f"n:{frac.numerator}/{frac.denominator}"
+    elif (words := text_content(value)) is not None:
+        kind, key = TEXT, f"t:{words}"
+    else:
+        kind, key = EXPR, f"e:{canonical(value)}"
+    if condition:
+        key += f"|{canonical(condition)}"
+    return Vote(answer.strip(), value, kind, key, condition)
+
+
+def read_vote(response: str, *, tail_chars: int, last_number: bool, choice_letters: bool,
+              rel_tol: float) -> Vote | Unreadable:
+    """The response's vote, or why it has none (same extraction and guards as the ``math`` verifier)."""
+    text, _ = clip_tail(response or "", tail_chars)
+    found = extract(text, last_number=last_number, choice_letters=choice_letters)
+    if found is None:
+        hack = hacking_reason(text)
+        return Unreadable(hack or "no final answer found", hedged=bool(hack and text.strip()))
+    answers = [part for a in found.answers for part in (split_alternatives(a) or [a])]
+    shown = answers[0] if len(answers) == 1 else answers
+    if all(not canonical(a) for a in answers):
+        return Unreadable("the final answer is empty", hedged=False, extracted=shown)
+    hack = next((r for a in answers if (r := hacking_reason(unwrap(a)))), None)
+    if hack:
+        return Unreadable(hack, hedged=True, extracted=shown)
+    distinct = list(dict.fromkeys(canonical(a) for a in answers))
+    if len(distinct) > 1 and not spellings_agree(answers, rel_tol):
+        return Unreadable(f"several different final answers: {', '.join(distinct)[:200]}", hedged=True,
+                          extracted=shown)
+    return bucket(answers[-1])
