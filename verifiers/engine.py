@@ -9,6 +9,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +51,14 @@ class Engine:
         self.max_timeout_s = max_timeout_s
         self.on_result = on_result
         self.context = Context(engine=self, resources=self.resources)
+        self._warned_soft_deadline = False
+
+    @staticmethod
+    def local(*args: Any, **kwargs: Any) -> AbstractAsyncContextManager["Engine"]:
+        """``async with Engine.local() as engine``: library use with hard deadlines (``verifiers.local``)."""
+        from verifiers.local import local_engine
+
+        return local_engine(*args, **kwargs)
 
     def prepare(self, item: VerifyItem) -> Prepared:
         """Look the verifier up and validate its options (raises ``UnknownVerifier`` / ``ValidationError``)."""
@@ -120,12 +129,17 @@ class Engine:
                     return await self.pool.run(
                         verifier.name, p.item.response, p.item.reference, self._wire_options(p), timeout
                     )
-                # No pool (library use): run in a thread; the deadline is then soft (the thread cannot be killed).
+                # No pool: run in a thread; the deadline is then soft (the thread cannot be killed). Library code
+                # that needs hard deadlines uses Engine.local / verifiers.local.LocalVerifier.
                 coro = asyncio.to_thread(verifier.check, p.item.response, p.item.reference, p.options)
             else:
                 coro = verifier.acheck(p.item.response, p.item.reference, p.options, self.context)
             return await asyncio.wait_for(coro, timeout)
         except asyncio.TimeoutError:
+            if verifier.execution == "process" and not self._warned_soft_deadline:
+                self._warned_soft_deadline = True
+                log.warning("a %s check overran its %gs deadline in a thread that cannot be stopped; use "
+                            "Engine.local() or verifiers.local.LocalVerifier for hard deadlines", verifier.name, timeout)
             return Verdict.timeout(f"check exceeded its {timeout:g}s deadline")
         except InvalidReference as exc:
             return Verdict.invalid_reference(str(exc))
@@ -137,8 +151,12 @@ class Engine:
 
 
 def verify_sync(item: VerifyItem, registry: Registry | None = None) -> Verdict:
-    """One check in this process, for scripts and notebooks (no pool, so no hard deadline)."""
-    from verifiers.registry import build_registry
+    """One check, for scripts and notebooks. With the built-in verifiers the deadline is hard: a check that is not
+    cheap runs in a worker subprocess started for this call (1-2 s; ``LocalVerifier`` keeps one for many calls).
+    A hand-built ``registry`` runs its checks in a thread, where the deadline is soft."""
+    if registry is not None:
+        return asyncio.run(Engine(registry).verify(item))
+    from verifiers.local import LocalVerifier
 
-    engine = Engine(registry or build_registry())
-    return asyncio.run(engine.verify(item))
+    with LocalVerifier() as local:
+        return local.verify(item)

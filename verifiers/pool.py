@@ -80,6 +80,11 @@ class _Worker:
             except ProcessLookupError:
                 pass
         await self.proc.wait()
+        # Close the transport while its loop runs: left to the garbage collector it would close on a loop that
+        # library use (asyncio.run) has already closed. asyncio.subprocess.Process offers no public close.
+        transport = getattr(self.proc, "_transport", None)
+        if transport is not None:
+            transport.close()
 
 
 @dataclass
@@ -128,6 +133,7 @@ class WorkerPool:
         self._stats = PoolStats(size=self.size)
         self._closed = False
         self._tasks: set[asyncio.Task[None]] = set()
+        self._retiring: set[_Worker] = set()  # killed, not yet reaped by their replacement task
         self._pending: FairQueue[tuple[Job, asyncio.Future[Verdict]]] = FairQueue()
         self._wakeup = asyncio.Event()
         self._dispatcher: asyncio.Task[None] | None = None
@@ -163,6 +169,9 @@ class WorkerPool:
         except (asyncio.TimeoutError, asyncio.IncompleteReadError) as exc:
             await worker.kill()
             raise RuntimeError(f"verifier worker failed to start (exit code {proc.returncode})") from exc
+        except BaseException:  # cancelled (the pool is closing during a respawn): the child must not outlive it
+            await worker.kill()
+            raise
         if not (isinstance(hello, tuple) and hello[0] == "ready"):
             await worker.kill()
             raise RuntimeError(f"verifier worker sent {hello!r} instead of ready")
@@ -171,6 +180,12 @@ class WorkerPool:
 
     def _replace_later(self, dead: _Worker) -> None:
         self._all.discard(dead)
+        self._retiring.add(dead)
+        if dead.proc.returncode is None:  # now, not in the task: close() may cancel that task before it runs
+            try:
+                dead.proc.kill()
+            except ProcessLookupError:
+                pass
         self._stats.restarts += 1
         task = asyncio.create_task(self._replace(dead))
         self._tasks.add(task)
@@ -178,6 +193,7 @@ class WorkerPool:
 
     async def _replace(self, dead: _Worker) -> None:
         await dead.kill()
+        self._retiring.discard(dead)
         delay = 0.1
         while not self._closed:
             try:
@@ -286,9 +302,14 @@ class WorkerPool:
             _resolve(future, Verdict.unavailable("worker pool is shut down"))
         for task in list(self._tasks):
             task.cancel()
-        workers = list(self._all)
+        workers = [*self._all, *self._retiring]
         self._all.clear()
+        self._retiring.clear()
         for worker in workers:
             if worker.proc.stdin is not None:
                 worker.proc.stdin.close()
         await asyncio.gather(*(w.kill() for w in workers), return_exceptions=True)
+        # Wait for the cancelled tasks too: a respawn in flight kills its half-started worker, so after close no
+        # child process (nor the thread that waits for it) is left, which library use relies on.
+        while pending := [t for t in self._tasks if not t.done()]:
+            await asyncio.gather(*pending, return_exceptions=True)

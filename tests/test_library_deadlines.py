@@ -1,0 +1,79 @@
+"""Library use (no server) keeps its deadlines: a pathological check is killed with its worker, the call returns by
+its deadline, and no thread or child process is left behind (issue 22)."""
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import psutil
+
+from verifiers import VerifyItem, verify_sync
+from verifiers.engine import Engine
+from verifiers.local import LocalVerifier
+from verifiers.types import Status
+
+# The final line of a real model answer (ProcessBench omnimath-120, Qwen2.5-Math-7B-Instruct; gold 2^{2000}):
+# Math-Verify's sympy comparison of this 1,999-term sum of binomials runs for minutes.
+PATHOLOGICAL = (r"the total number of ways is given by the sum: "
+                r"\[ \boxed{\sum_{k=2}^{2000} (2^{k-1} - 1) \cdot \binom{2001-k}{1000}} \]")
+DEADLINE_S = 2.0
+SLACK_S = 20.0  # worker start-up (imports, 1-2 s) on a shared 2-core machine
+
+
+def settled(baseline: int, wait_s: float = 10.0) -> tuple[int, list[psutil.Process]]:
+    """Thread count and child processes once the threads that reap killed children have finished."""
+    stop = time.monotonic() + wait_s
+    while threading.active_count() > baseline and time.monotonic() < stop:
+        time.sleep(0.05)
+    return threading.active_count(), psutil.Process().children(recursive=True)
+
+
+def test_verify_sync_on_a_pathological_answer_returns_by_its_deadline_and_leaves_nothing_running() -> None:
+    baseline = threading.active_count()
+    started = time.monotonic()
+    verdict = verify_sync(VerifyItem("math_verify", PATHOLOGICAL, "2^{2000}", {"timeout_s": DEADLINE_S}))
+    elapsed = time.monotonic() - started
+    assert verdict.status is Status.TIMEOUT and verdict.score is None, verdict
+    assert elapsed < DEADLINE_S + SLACK_S, elapsed
+    assert settled(baseline) == (baseline, [])
+
+
+def test_engine_local_loop_kills_overruns_and_goes_on_scoring() -> None:
+    """The issue's case: ``asyncio.run(engine.verify(...))`` in a scoring loop. Each overrun costs one worker
+    respawn, later items are scored normally, and the loop leaves no thread behind."""
+    modules = ["verifiers.basic", "verifiers.math.verifier", "verifiers.math.math_verify_verifier"]
+    items = [
+        VerifyItem("math_verify", PATHOLOGICAL, "2^{2000}", {"timeout_s": DEADLINE_S}),
+        VerifyItem("math", r"so $\boxed{\frac{12}{36}}$", r"\frac{1}{3}"),
+        VerifyItem("math_verify", PATHOLOGICAL, "2^{2000}", {"timeout_s": DEADLINE_S}),
+        VerifyItem("exact_match", "Paris", "paris"),
+    ]
+
+    async def main() -> list[tuple[Status, float | None, float]]:
+        out = []
+        async with Engine.local(modules) as engine:
+            for item in items:
+                started = time.monotonic()
+                verdict = await engine.verify(item)
+                out.append((verdict.status, verdict.score, time.monotonic() - started))
+        return out
+
+    baseline = threading.active_count()
+    results = asyncio.run(main())
+    assert [(s, v) for s, v, _ in results] == [(Status.TIMEOUT, None), (Status.OK, 1.0), (Status.TIMEOUT, None),
+                                               (Status.OK, 1.0)]
+    assert all(elapsed < DEADLINE_S + SLACK_S for _, _, elapsed in results), results
+    assert settled(baseline) == (baseline, [])
+
+
+def test_cheap_checks_run_inline_without_starting_a_worker() -> None:
+    with LocalVerifier(["verifiers.basic"]) as local:
+        verdicts = local.verify_many([VerifyItem("exact_match", " Paris ", "paris"),
+                                      VerifyItem("multiple_choice", "Final answer: (C)", "C")])
+        assert [v.score for v in verdicts] == [1.0, 1.0]
+        assert local.engine is not None and local.engine.pool is not None and not local.engine.pool.stats.alive
+        # A check that is not cheap (a user pattern) goes to the worker, which then exists.
+        assert local.verify(VerifyItem("regex", "aaa", "a+")).score == 1.0
+        assert local.engine.pool.stats.alive == 1
+    assert psutil.Process().children(recursive=True) == []
