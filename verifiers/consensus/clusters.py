@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from verifiers.consensus.reading import EXPR, NUMBER, TEXT, Vote
+from verifiers.consensus.reading import EXPR, NUMBER, SET, TEXT, Vote
 from verifiers.math.normalize import equation_sides
 from verifiers.math.numeric import numbers_equal, parse_number
 
@@ -49,7 +49,8 @@ class Buckets:
 
 
 def _comparable(a: Vote, b: Vote) -> bool:
-    return a.kind != TEXT and b.kind != TEXT and (a.condition or "") == (b.condition or "")
+    """Text, letters and sets match by key only; other kinds only under the same condition."""
+    return not {a.kind, b.kind} & {TEXT, SET} and (a.condition or "") == (b.condition or "")
 
 
 def numeric_merges(buckets: Buckets, rel_tol: float) -> list[tuple[int, int]]:

@@ -17,7 +17,7 @@ from verifiers.math.normalize import canonical, equation_sides, names_a_quantity
 from verifiers.math.numeric import parse_number
 from verifiers.math.verifier import spellings_agree
 
-NUMBER, TEXT, EXPR = "number", "text", "expr"
+NUMBER, TEXT, EXPR, SET = "number", "text", "expr", "set"
 
 
 @dataclass
@@ -26,9 +26,10 @@ class Vote:
 
     answer: str
     value: str
-    kind: str  # number | text | expr
+    kind: str  # number | text | expr | set
     key: str
     condition: str | None = None
+    several: str | None = None  # for a set: why it is a hedge unless the group's majority states that set too
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -89,6 +90,17 @@ def read_vote(response: str, *, tail_chars: int, last_number: bool, choice_lette
         return Unreadable(hack, hedged=True, extracted=shown)
     distinct = list(dict.fromkeys(canonical(a) for a in answers))
     if len(distinct) > 1 and not spellings_agree(answers, rel_tol):
-        return Unreadable(f"several different final answers: {', '.join(distinct)[:200]}", hedged=True,
-                          extracted=shown)
+        reason = f"several different final answers: {', '.join(distinct)[:200]}"
+        if found.method == "tentative":  # "it could be 4; it could also be 5": a hedge whatever the others say
+            return Unreadable(reason, hedged=True, extracted=shown)
+        return several(answers, reason)
     return bucket(answers[-1])
+
+
+def several(answers: list[str], reason: str) -> Vote:
+    """Several committed final answers ("\\boxed{1} and \\boxed{3}") vote as one set. As with ``math`` against a
+    gold, they are a hedge unless the answer is itself a set: here, unless the group's majority states that set."""
+    parts = list({v.key: v for v in map(bucket, answers)}.values())
+    parts.sort(key=lambda v: v.key)
+    shown = ", ".join(v.answer for v in parts)
+    return Vote(shown, shown, SET, "s:" + "&".join(v.key for v in parts), None, reason)

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from verifiers.base import Verifier
 from verifiers.consensus.clusters import Buckets, Tally, numeric_merges, symbolic_pairs, tally
-from verifiers.consensus.reading import Unreadable, Vote, read_vote
+from verifiers.consensus.reading import SET, Unreadable, Vote, read_vote
 from verifiers.math.verifier import MathOptions, MathVerifier
 from verifiers.registry import UnknownVerifier
 from verifiers.types import Status, Verdict, VerifyItem
@@ -247,6 +247,9 @@ class ConsensusVerifier(Verifier):
                 out.append(self._final(verdict, _copy(outcome), {**summary, **own}))
             elif vote_at in members:
                 out.append(self._final(verdict, Verdict.ok(1.0, "agrees with the group's majority answer"),
+                                       {**summary, **own}))
+            elif g.votes[vote_at].several and t.representatives[0].kind != SET:  # hedging, as math would say
+                out.append(self._final(verdict, Verdict.rejected(g.votes[vote_at].several, method="hedging"),
                                        {**summary, **own}))
             else:
                 out.append(self._final(verdict, Verdict.ok(0.0, "differs from the group's majority answer"),

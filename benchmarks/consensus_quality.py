@@ -1,0 +1,201 @@
+"""Label-free consensus rewards against true labels, beside exact-string majority voting; and their throughput.
+
+Data: ``../shared/data/math/processbench_answers.jsonl`` (3,397 responses of 12 open models, each labelled with
+whether its final answer is right). Groups: all responses to one problem (ProcessBench has 2-5 for 430 problems;
+no other file in shared/data holds several model outputs per prompt). Problems are split in two halves by a hash
+of their text: ``dev`` (used to look at thresholds) and ``held-out`` (the figures that count); ``--sweep`` prints
+the threshold x min_size grid on dev.
+
+Methods, each giving every response a reward in {1, 0, null}:
+- ``consensus``: this service's ``consensus`` verifier (engine + worker pool, the server's path).
+- ``exact-majority``: the common hand-written baseline: the last ``\\boxed{}`` (else the last number) as a string,
+  ``Counter.most_common(1)`` over the responses that have one (ties go to the first seen); the majority's
+  responses score 1, all others 0. Never abstains.
+- ``exact-majority+abstain``: the same strings with consensus's own abstention rule (strict majority, min_size), so
+  the difference to ``consensus`` is the answer reading and equivalence alone.
+Per method: share of responses scored (non-null reward), agreement (reward == label) among the scored ones, and
+right rewards over all responses. Hedged check: responses the ``math`` verifier rejects as hedging against their
+reference, and how many of them consensus scored 1 (must be 0).
+
+Throughput: 64 groups of 16 responses (1,024 distinct responses; each group holds 16 different problems, so
+answers rarely agree and the group pass has the most clusters and symbolic pairs to check: the slow case) scored
+by ``consensus`` vs the same responses scored by ``math`` against their references, same engine and pool,
+alternating runs, median of ``--repeats``; also 64 same-problem groups (each problem's 2-5 responses repeated to 16).
+
+Run: python benchmarks/consensus_quality.py [--workers 2] [--repeats 3] [--sweep]
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import re
+import statistics
+import sys
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks._common import SHARED_DATA  # noqa: E402
+from verifiers.engine import Engine  # noqa: E402
+from verifiers.math.extract import boxed_contents  # noqa: E402
+from verifiers.pool import WorkerPool  # noqa: E402
+from verifiers.registry import load_modules  # noqa: E402
+from verifiers.types import VerifyItem  # noqa: E402
+
+DATA = SHARED_DATA / "math" / "processbench_answers.jsonl"
+MODULES = ["verifiers.math.verifier", "verifiers.consensus"]
+_LAST_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def load_groups(path: Path = DATA) -> dict[str, list[dict[str, Any]]]:
+    """Responses by problem, only problems with two or more."""
+    by_problem: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for line in path.read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            by_problem[row["problem"]].append(row)
+    return {p: rows for p, rows in by_problem.items() if len(rows) >= 2}
+
+
+def half(problem: str) -> str:
+    return "dev" if hashlib.blake2b(problem.encode(), digest_size=2).digest()[0] % 2 == 0 else "held-out"
+
+
+def exact_answer(response: str) -> str | None:
+    """The hand-written reading: last boxed content, else the last number, as a string."""
+    boxes = boxed_contents(response)
+    if boxes:
+        return boxes[-1].strip()
+    numbers = _LAST_NUMBER.findall(response.replace(",", ""))
+    return numbers[-1] if numbers else None
+
+
+def exact_majority(responses: list[str], *, abstain: bool, threshold: float = 0.5,
+                   min_size: int = 3) -> list[float | None]:
+    answers = [exact_answer(r) for r in responses]
+    votes = Counter(a for a in answers if a is not None)
+    if not votes:
+        return [0.0] * len(responses)
+    top, count = votes.most_common(1)[0]
+    if abstain and (sum(votes.values()) < min_size or count / sum(votes.values()) <= threshold):
+        return [None if a is not None else 0.0 for a in answers]
+    return [1.0 if a == top else 0.0 for a in answers]
+
+
+async def consensus_rewards(engine: Engine, groups: list[list[dict[str, Any]]],
+                            options: dict[str, Any]) -> list[list[dict[str, Any]]]:
+    items = [VerifyItem("consensus", r["response"], None, dict(options), group=str(g))
+             for g, rows in enumerate(groups) for r in rows]
+    verdicts = iter(await engine.verify_many(items))
+    return [[next(verdicts).to_dict() for _ in rows] for rows in groups]
+
+
+def score(rewards: list[float | None], labels: list[int]) -> dict[str, float]:
+    scored = [(r, y) for r, y in zip(rewards, labels) if r is not None]
+    right = sum(1 for r, y in scored if r == y)
+    n = len(labels)
+    return {"n": n, "scored": len(scored) / n, "agreement": right / len(scored) if scored else 0.0,
+            "right_of_all": right / n}
+
+
+def row(name: str, m: dict[str, float]) -> str:
+    return f"  {name:<24} scored {m['scored']:6.1%}  agreement {m['agreement']:6.1%}  right of all {m['right_of_all']:6.1%}"
+
+
+async def quality(engine: Engine, groups: dict[str, list[dict[str, Any]]], sweep: bool) -> None:
+    for part in ("dev", "held-out"):
+        chosen = [rows for p, rows in groups.items() if half(p) == part]
+        labels = [r["label"] for rows in chosen for r in rows]
+        sizes = Counter(len(rows) for rows in chosen)
+        print(f"{part}: {len(chosen)} groups, {len(labels)} responses, sizes {dict(sorted(sizes.items()))}, "
+              f"{sum(labels) / len(labels):.1%} labelled right")
+        verdicts = await consensus_rewards(engine, chosen, {})
+        ours = [v["score"] for vs in verdicts for v in vs]
+        print(row("consensus (defaults)", score(ours, labels)))
+        for name, abstain in (("exact-majority", False), ("exact-majority+abstain", True)):
+            base = [s for rows in chosen for s in exact_majority([r["response"] for r in rows], abstain=abstain)]
+            print(row(name, score(base, labels)))
+        statuses = Counter(v["status"] for vs in verdicts for v in vs)
+        print(f"  consensus statuses: {dict(statuses.most_common())}")
+        if sweep and part == "dev":
+            for min_size in (2, 3):
+                for threshold in (0.5, 0.6, 0.7):
+                    vs = await consensus_rewards(engine, chosen, {"threshold": threshold, "min_size": min_size})
+                    m = score([v["score"] for g in vs for v in g], labels)
+                    print(row(f"  min_size={min_size} t={threshold}", m))
+                for name, abstain in (("  exact+abstain", True),):
+                    base = [s for rows in chosen for s in exact_majority(
+                        [r["response"] for r in rows], abstain=abstain, min_size=min_size)]
+                    print(row(f"{name} min_size={min_size}", score(base, labels)))
+        await hedged_check(engine, chosen, verdicts)
+
+
+async def hedged_check(engine: Engine, groups: list[list[dict[str, Any]]], verdicts: list[list[dict[str, Any]]]) -> None:
+    rows = [r for g in groups for r in g]
+    flat = [v for vs in verdicts for v in vs]
+    math = await engine.verify_many([VerifyItem("math", r["response"], r["reference"]) for r in rows])
+    hedged = [i for i, v in enumerate(math) if v.status.value == "rejected"]
+    rewarded = [i for i in hedged if flat[i]["score"] == 1.0]
+    refused = sum(1 for v in flat if v["status"] == "rejected")
+    print(f"  hedged/refused: math rejects {len(hedged)} against the reference, consensus scored {len(rewarded)} "
+          f"of them 1; consensus itself refused {refused}")
+
+
+def throughput_groups(groups: dict[str, list[dict[str, Any]]], all_rows: list[dict[str, Any]]) -> dict[str, list[list[dict[str, Any]]]]:
+    mixed = [all_rows[g * 16:(g + 1) * 16] for g in range(64)]
+    largest = sorted(groups.values(), key=len, reverse=True)[:64]
+    same = [[rows[k % len(rows)] for k in range(16)] for rows in largest]
+    return {"mixed-problem groups": mixed, "same-problem groups": same}
+
+
+async def timed(engine: Engine, items: list[VerifyItem]) -> float:
+    started = time.perf_counter()
+    await engine.verify_many(items)
+    return time.perf_counter() - started
+
+
+async def throughput(engine: Engine, sets: dict[str, list[list[dict[str, Any]]]], repeats: int) -> None:
+    for name, groups in sets.items():
+        rows = [r for g in groups for r in g]
+        cons = [VerifyItem("consensus", r["response"], None, {}, group=str(g)) for g, rs in enumerate(groups) for r in rs]
+        ref = [VerifyItem("math", r["response"], r["reference"]) for r in rows]
+        await timed(engine, cons[:64])
+        t_cons, t_ref = [], []
+        for _ in range(repeats):
+            t_ref.append(await timed(engine, ref))
+            t_cons.append(await timed(engine, cons))
+        c, r = statistics.median(t_cons), statistics.median(t_ref)
+        print(f"{name}: 64 x 16 = {len(rows)} responses: consensus {c:.2f} s ({len(rows) / c:.0f}/s), "
+              f"math against references {r:.2f} s ({len(rows) / r:.0f}/s), ratio {c / r:.2f}x")
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--sweep", action="store_true", help="threshold x min_size grid on the dev half")
+    ap.add_argument("--skip-throughput", action="store_true")
+    args = ap.parse_args()
+    if not DATA.exists():
+        print(f"skipped: {DATA} not found")
+        return
+    pool = WorkerPool(args.workers, MODULES)
+    await pool.start()
+    try:
+        engine = Engine(load_modules(MODULES), pool=pool, default_timeout_s=10.0)
+        groups = load_groups()
+        await quality(engine, groups, args.sweep)
+        if not args.skip_throughput:
+            all_rows = [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]
+            await throughput(engine, throughput_groups(groups, all_rows), args.repeats)
+    finally:
+        await pool.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
