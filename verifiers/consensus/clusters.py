@@ -12,10 +12,11 @@ make a group abstain but can never elect a different answer (two clusters cannot
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 from verifiers.consensus.reading import EXPR, NUMBER, SET, TEXT, Vote
-from verifiers.math.normalize import equation_sides
+from verifiers.math.normalize import canonical, equation_sides
 from verifiers.math.numeric import numbers_equal, parse_number
 
 
@@ -63,14 +64,26 @@ def numeric_merges(buckets: Buckets, rel_tol: float) -> list[tuple[int, int]]:
     ]
 
 
+_COMMAND = re.compile(r"\\[A-Za-z]+")
+
+
+def _letters(vote: Vote) -> frozenset[str]:
+    """The letters an answer uses outside LaTeX commands (its unknowns and constants: n, x, e, i)."""
+    return frozenset(re.findall(r"[A-Za-z]", _COMMAND.sub("", canonical(vote.value))))
+
+
 def symbolic_pairs(buckets: Buckets, max_pairs: int) -> list[tuple[int, int]]:
-    """(gold, answer) bucket pairs that need the symbolic check, heaviest first, at most ``max_pairs``. The gold side
-    is the one that is not an equation ("5" against "AB = 5" reads the statement's value), else the heavier."""
+    """(gold, answer) bucket pairs that need the symbolic check, heaviest first, at most ``max_pairs``. Answers in
+    different letters ("n - 2" and "5", "x^2" and "n^2") are left apart unchecked, unless one is a statement
+    ("\\text{Total} = 40"). The gold side is the one that is
+    not an equation ("5" against "AB = 5" reads the statement's value), else the heavier."""
+    letters = [None if "=" in buckets.rep(b).value else _letters(buckets.rep(b)) for b in range(len(buckets))]
     pairs = []
     for a in range(len(buckets)):
         for b in range(a + 1, len(buckets)):
             ra, rb = buckets.rep(a), buckets.rep(b)
-            if EXPR in (ra.kind, rb.kind) and _comparable(ra, rb):
+            if EXPR in (ra.kind, rb.kind) and _comparable(ra, rb) and (
+                    None in (letters[a], letters[b]) or letters[a] == letters[b]):
                 pairs.append((a, b))
     pairs.sort(key=lambda p: -(buckets.weight[p[0]] + buckets.weight[p[1]]))
     out = []

@@ -13,7 +13,9 @@ from typing import Any
 
 from verifiers.math.extract import clip_tail, extract, split_alternatives
 from verifiers.math.guards import hacking_reason
-from verifiers.math.normalize import canonical, equation_sides, names_a_quantity, split_condition, text_content, unwrap
+from verifiers.math.normalize import (
+    canonical, equation_sides, lone_number, names_a_quantity, split_condition, text_content, unwrap,
+)
 from verifiers.math.numeric import parse_number
 from verifiers.math.verifier import spellings_agree
 
@@ -49,10 +51,13 @@ class Unreadable:
 
 
 def _stated_value(body: str) -> str:
-    """``x = 5`` → ``5``: a name given a number states that number (an equation like ``y = 2x + 3`` stays whole)."""
+    """``x = 5`` → ``5``: a name given a number states that number (an equation like ``y = 2x + 3`` stays whole);
+    a sentence with one number ("So 9.0 is the answer", "12 tomatoes") states that number, as ``math`` reads it."""
     sides = equation_sides(body)
     if sides and len(sides) == 2 and names_a_quantity(sides[0]) and parse_number(sides[1]) is not None:
         return sides[1]
+    if parse_number(body) is None and (number := lone_number(body)) is not None:
+        return number
     return body
 
 
