@@ -39,9 +39,10 @@ class LiveServer:
 
 
 @contextlib.contextmanager
-def run_server(tmp_path: Path, env: dict[str, str] | None = None, ready_timeout: float = 120.0) -> Iterator[LiveServer]:
-    """Start ``reward-service serve`` for real and wait until /readyz says ready."""
-    port = free_port()
+def run_server(tmp_path: Path, env: dict[str, str] | None = None, ready_timeout: float = 120.0,
+               port: int | None = None) -> Iterator[LiveServer]:
+    """Start ``reward-service serve`` for real and wait until /readyz says ready (on ``port``, else a free one)."""
+    port = port or free_port()
     full_env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),

@@ -62,7 +62,9 @@ class Verifier:
     group_level: ClassVar[bool] = False
 
     def parse_options(self, raw: dict[str, Any] | None) -> BaseOptions:
-        return self.Options.model_validate(raw or {})
+        """A None value means "not set" (``datasets`` pads a column of dicts with None for every key another row
+        has, issue 18); no option gives None a meaning other than its default, and a set value is still checked."""
+        return self.Options.model_validate({k: v for k, v in (raw or {}).items() if v is not None})
 
     def inline_ok(self, options: BaseOptions) -> bool:
         """Whether these options keep the check cheap enough to run inline (see ``inline_max_chars``)."""

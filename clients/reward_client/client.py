@@ -1,8 +1,10 @@
 """Sync and async clients for reward-service.
 
 Large batches are cut into chunks (results come back in the caller's order); overload and connection trouble are
-retried with jittered backoff honouring Retry-After; bad input raises ``RequestRejected`` with the server's message.
-A null score stays null: whether it means "skip" or "0" is the caller's decision.
+retried with jittered backoff honouring Retry-After, for minutes by default (a restart of the service is ridden out);
+bad input raises ``RequestRejected`` with the server's message. A null score stays null: whether it means "skip" or
+"0" is the caller's decision. With ``coalesce=True``, concurrent ``verify`` calls (threads, tasks) share batched
+requests (see ``reward_client.coalesce``).
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar, Union
 
 import httpx
 
+from reward_client.coalesce import Coalescer
 from reward_client.errors import RequestRejected
 from reward_client.items import Payload, PrmItem, SandboxRun, VerifyItem, to_wire
 from reward_client.protocol import ClientConfig, Outcome, chunks, judge, shift_loc, splittable
@@ -52,6 +55,15 @@ def _results(body: Any, n: int, path: str) -> List[Dict[str, Any]]:
     return results
 
 
+def _coalescer(config: ClientConfig, coalesce: bool, window_s: Optional[float], transport: Any) -> Optional[Coalescer]:
+    """Coalescing sends from a private loop thread with its own connections, so a custom transport rules it out."""
+    if not coalesce:
+        return None
+    if transport is not None:
+        raise ValueError("coalesce=True cannot use a custom transport")
+    return Coalescer(config, window_s=window_s)
+
+
 class RewardClient:
     """Blocking client; one connection pool, safe to share between threads."""
 
@@ -65,21 +77,25 @@ class RewardClient:
         chunk_size: int = 256,
         headers: Optional[Dict[str, str]] = None,
         transport: Optional[httpx.BaseTransport] = None,
+        coalesce: bool = False,
+        coalesce_window_s: Optional[float] = None,
     ) -> None:
         self.config = ClientConfig(base_url or "", token, timeout, retry or RetryPolicy(), chunk_size, 1, headers or {})
         self._http = httpx.Client(transport=transport, **self.config.http_kwargs())
+        self.coalescer = _coalescer(self.config, coalesce, coalesce_window_s, transport)
 
     # --- plumbing ---
     def _request(self, method: str, path: str, json: Any = None) -> Any:
         policy = self.config.retry
         attempt = 0
+        started = time.monotonic()
         while True:
             attempt += 1
             try:
                 outcome: Outcome = self._http.request(method, path, json=json)
             except httpx.TransportError as exc:
                 outcome = exc
-            verdict = judge(outcome, attempt, policy, path)
+            verdict = judge(outcome, attempt, policy, path, time.monotonic() - started)
             if not isinstance(outcome, httpx.Response) or outcome.status_code >= 300:
                 time.sleep(verdict)
                 continue
@@ -105,6 +121,8 @@ class RewardClient:
     # --- endpoints ---
     def verify(self, items: Sequence[Union[VerifyItem, Payload]]) -> List[VerifyResult]:
         """Check any number of items; one result per item, in order."""
+        if self.coalescer is not None:
+            return self.coalescer.verify(items)
         return [VerifyResult.from_json(r) for r in self._post_chunked("/v1/verify", items, _items_body)]
 
     def verify_one(self, verifier: str, response: str, reference: Any = None,
@@ -143,6 +161,8 @@ class RewardClient:
             return False
 
     def close(self) -> None:
+        if self.coalescer is not None:
+            self.coalescer.close()
         self._http.close()
 
     def __enter__(self) -> "RewardClient":
@@ -166,9 +186,12 @@ class AsyncRewardClient:
         max_concurrency: int = 4,
         headers: Optional[Dict[str, str]] = None,
         transport: Optional[httpx.AsyncBaseTransport] = None,
+        coalesce: bool = False,
+        coalesce_window_s: Optional[float] = None,
     ) -> None:
         self.config = ClientConfig(base_url or "", token, timeout, retry or RetryPolicy(), chunk_size,
                                    max_concurrency, headers or {})
+        self.coalescer = _coalescer(self.config, coalesce, coalesce_window_s, transport)
         limits = httpx.Limits(max_connections=max(max_concurrency * 2, 10))
         self._http = httpx.AsyncClient(transport=transport, limits=limits, **self.config.http_kwargs())
         self._gate: Optional[asyncio.Semaphore] = None  # made on first use, inside the caller's event loop
@@ -176,6 +199,7 @@ class AsyncRewardClient:
     async def _request(self, method: str, path: str, json: Any = None) -> Any:
         policy = self.config.retry
         attempt = 0
+        started = time.monotonic()
         while True:
             attempt += 1
             if self._gate is None:
@@ -185,7 +209,7 @@ class AsyncRewardClient:
                     outcome: Outcome = await self._http.request(method, path, json=json)
             except httpx.TransportError as exc:
                 outcome = exc
-            verdict = judge(outcome, attempt, policy, path)
+            verdict = judge(outcome, attempt, policy, path, time.monotonic() - started)
             if not isinstance(outcome, httpx.Response) or outcome.status_code >= 300:
                 await asyncio.sleep(verdict)
                 continue
@@ -204,6 +228,10 @@ class AsyncRewardClient:
         )
         return first + second
 
+    async def post_items(self, path: str, items: Sequence[Payload]) -> List[Any]:
+        """The raw result objects of an ``{"items": [...]}`` endpoint, chunked, in order."""
+        return await self._post_chunked(path, items, _items_body)
+
     async def _post_chunked(self, path: str, items: Sequence[Payload], body_of: BodyOf) -> List[Any]:
         wire = [to_wire(i) for i in items]
         parts = await asyncio.gather(*(
@@ -213,6 +241,8 @@ class AsyncRewardClient:
         return [r for part in parts for r in part]
 
     async def verify(self, items: Sequence[Union[VerifyItem, Payload]]) -> List[VerifyResult]:
+        if self.coalescer is not None:
+            return await self.coalescer.averify(items)
         return [VerifyResult.from_json(r) for r in await self._post_chunked("/v1/verify", items, _items_body)]
 
     async def verify_one(self, verifier: str, response: str, reference: Any = None,
@@ -244,6 +274,8 @@ class AsyncRewardClient:
         return body.get("verifiers", body) if isinstance(body, dict) else body
 
     async def aclose(self) -> None:
+        if self.coalescer is not None:
+            await asyncio.to_thread(self.coalescer.close)
         await self._http.aclose()
 
     async def __aenter__(self) -> "AsyncRewardClient":

@@ -45,3 +45,15 @@ def to_wire(item: Payload) -> Dict[str, Any]:
     data = asdict(item) if is_dataclass(item) and not isinstance(item, type) else dict(item)  # type: ignore[arg-type]
     return {k: v for k, v in data.items() if v is not None and not (k in ("options", "files", "collect", "args",
                                                                           "limits") and not v)}
+
+
+def set_options(*layers: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+    """Merge option dicts, later layers winning, where a None value means "not set" and never overrides.
+
+    ``datasets`` stores a column of dicts as a struct, so every row carries every key any row has, None where the row
+    had none; those Nones must neither reach the server nor mask a default given by the caller.
+    """
+    out: Dict[str, Any] = {}
+    for layer in layers:
+        out.update({k: v for k, v in (layer or {}).items() if v is not None})
+    return out

@@ -9,7 +9,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, TypeVar
 import httpx
 
 from reward_client.errors import RequestRejected, ServerError, ServiceUnavailable
-from reward_client.retry import RETRY_STATUSES, RetryPolicy, parse_retry_after
+from reward_client.retry import BUDGET_ENV, RETRY_STATUSES, RetryPolicy, parse_retry_after
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 URL_ENV = "REWARD_CLIENT_URL"
@@ -61,30 +61,42 @@ def _message(response: httpx.Response) -> Tuple[str, Optional[List[Any]]]:
     return str(body)[:500], None
 
 
-def judge(outcome: Outcome, attempt: int, policy: RetryPolicy, path: str) -> Union[Any, float]:
+def judge(outcome: Outcome, attempt: int, policy: RetryPolicy, path: str,
+          elapsed_s: float = 0.0) -> Union[Any, float]:
     """The decoded JSON body when the call succeeded, or the seconds to wait before the next try.
 
     Raises ``RequestRejected`` for a 4xx that retrying cannot fix, ``ServerError`` for other 5xx, and
-    ``ServiceUnavailable`` when the last try also failed in a retryable way.
+    ``ServiceUnavailable`` when the retry budget (tries or seconds since the first try) cannot fit another try.
     """
-    last = attempt >= policy.attempts
     if isinstance(outcome, BaseException):
         if not policy.retryable_exception(outcome):
             raise outcome
-        if last:
-            raise ServiceUnavailable(f"{path}: {type(outcome).__name__}: {outcome}", attempt) from outcome
-        return policy.delay(attempt)
+        wait = policy.delay(attempt)
+        if policy.exhausted(attempt, elapsed_s, wait):
+            raise _gave_up(f"{path}: {type(outcome).__name__}: {outcome}", attempt, elapsed_s, policy, None) \
+                from outcome
+        return wait
     status = outcome.status_code
     if status < 300:
         return outcome.json()
     message, loc = _message(outcome)
     if status in RETRY_STATUSES:
-        if last:
-            raise ServiceUnavailable(f"{path} answered {status}: {message}", attempt, status)
-        return policy.delay(attempt, parse_retry_after(outcome.headers.get("retry-after")))
+        wait = policy.delay(attempt, parse_retry_after(outcome.headers.get("retry-after")))
+        if policy.exhausted(attempt, elapsed_s, wait):
+            raise _gave_up(f"{path} answered {status}: {message}", attempt, elapsed_s, policy, status)
+        return wait
     if 400 <= status < 500:
         raise RequestRejected(status, message, loc, path)
     raise ServerError(status, message, path)
+
+
+def _gave_up(last: str, attempt: int, elapsed_s: float, policy: RetryPolicy,
+             status: Optional[int]) -> ServiceUnavailable:
+    """Name the last failure and the budget that ran out, and how to widen it."""
+    cap = f"{policy.attempts} tries, " if policy.attempts is not None else ""
+    hint = (f"retry budget {cap}{policy.budget_s:g} s spent after {elapsed_s:.1f} s; widen it with "
+            f"RetryPolicy(budget_s=...) or {BUDGET_ENV}")
+    return ServiceUnavailable(f"{last} [{hint}]", attempt, status)
 
 
 def shift_loc(exc: RequestRejected, offset: int) -> RequestRejected:

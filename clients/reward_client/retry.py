@@ -2,25 +2,37 @@
 
 Only answers that say "try again later" are retried (429, 502, 503, 504) plus transport failures (refused or reset
 connections, timeouts); every other 4xx is the caller's mistake and is raised at once.
+
+Retrying is bounded by time, not by a count: a training run should ride out a restart or redeploy of the service
+(tens of seconds), so the default budget is minutes (``REWARD_CLIENT_RETRY_BUDGET_S``, 300 s); ``attempts`` is an
+optional extra cap for callers that want to fail fast.
 """
 from __future__ import annotations
 
 import email.utils
+import os
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 import httpx
 
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
+BUDGET_ENV = "REWARD_CLIENT_RETRY_BUDGET_S"
+DEFAULT_BUDGET_S = 300.0
+
+
+def _default_budget() -> float:
+    return float(os.environ.get(BUDGET_ENV) or DEFAULT_BUDGET_S)
 
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    attempts: int = 6  # total tries, the first included
+    attempts: Optional[int] = None  # cap on tries, the first included; None: only budget_s limits
+    budget_s: float = field(default_factory=_default_budget)  # seconds of retrying before giving up
     base_delay_s: float = 0.25
-    max_delay_s: float = 30.0
+    max_delay_s: float = 10.0  # a restarted service is noticed within this long
     max_retry_after_s: float = 120.0  # a larger Retry-After is clipped to this
     retry_timeouts: bool = True  # every endpoint is idempotent, so a timed-out call may be sent again
 
@@ -37,6 +49,12 @@ class RetryPolicy:
             return backoff
         floor = min(retry_after, self.max_retry_after_s)
         return floor + r.uniform(0, min(cap, max(floor, self.base_delay_s)) * 0.25)
+
+    def exhausted(self, attempt: int, elapsed_s: float, wait_s: float) -> bool:
+        """True when no further try fits: the attempt cap is reached or waiting would overrun the time budget."""
+        if self.attempts is not None and attempt >= self.attempts:
+            return True
+        return elapsed_s + wait_s > self.budget_s
 
     def retryable_exception(self, exc: BaseException) -> bool:
         if isinstance(exc, httpx.TimeoutException):

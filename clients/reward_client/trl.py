@@ -4,20 +4,34 @@
     trainer = GRPOTrainer(model=..., reward_funcs=[reward_fn], train_dataset=ds)
 
 TRL calls ``reward_fn(prompts=..., completions=..., completion_ids=..., **columns)`` where every dataset column
-arrives as a list aligned with ``completions``. A null verdict (timeout, backend down, unusable reference) is
-returned as ``None``, which TRL reads as "no reward for this sample" instead of a false 0.
+arrives as a list aligned with ``completions``, plus ``log_metric`` and ``log_extra``: each function logs its null
+count, status shares and (for the ``spec`` verifier) per-component rewards through them.
+
+A null verdict (timeout, backend down, unusable reference) is returned as ``None`` (or ``on_null`` when given).
+TRL 1.16 sums the functions' weighted rewards with ``nansum``: a None counts as 0 when another function scored the
+sample, and only a sample where every function returned None is left out (advantage 0). To make one component's
+null void the whole sample instead, score the components in one ``spec`` reward with ``on_null: "null"``.
 """
 from __future__ import annotations
 
 import asyncio
 import hashlib
-from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence
+import math
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Set, Union
+
+import httpx
 
 from reward_client.client import AsyncRewardClient, RewardClient
-from reward_client.items import VerifyItem
+from reward_client.coalesce import shared_coalescer
+from reward_client.items import VerifyItem, set_options
+from reward_client.protocol import ClientConfig
+from reward_client.results import VerifyResult
+from reward_client.retry import RetryPolicy
 
 RewardFunc = Callable[..., List[Optional[float]]]
 AsyncRewardFunc = Callable[..., Awaitable[List[Optional[float]]]]
+Timeout = Union[float, httpx.Timeout]
+TRAINER_KWARGS = ("trainer_state", "log_extra", "log_metric", "environments")
 
 
 def completion_text(completion: Any) -> str:
@@ -68,7 +82,7 @@ class _ItemBuilder:
     @staticmethod
     def _column(kwargs: Dict[str, Any], name: str, n: int) -> Sequence[Any]:
         if name not in kwargs:
-            columns = sorted(k for k in kwargs if k not in ("trainer_state", "log_extra", "log_metric"))
+            columns = sorted(k for k in kwargs if k not in TRAINER_KWARGS)
             raise KeyError(f"dataset column {name!r} not passed by the trainer; columns: {', '.join(columns)}")
         values = kwargs[name]
         if len(values) != n:
@@ -84,10 +98,55 @@ class _ItemBuilder:
         return [
             VerifyItem(
                 verifier=str(names[i]), response=completion_text(completions[i]), reference=refs[i],
-                options={**self.options, **(opts[i] or {})}, id=str(i), group=groups[i],
+                options=set_options(self.options, opts[i]), id=str(i), group=groups[i],
             )
             for i in range(n)
         ]
+
+
+class _Logger:
+    """Reports one function's verdicts through TRL's ``log_metric``/``log_extra`` (ignored when TRL passes none).
+
+    A status once seen keeps being logged (as 0 when absent), since TRL averages a metric only over the steps that
+    logged it.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.statuses: Set[str] = set()
+        self.components: Set[str] = set()
+
+    def __call__(self, results: List[VerifyResult], kwargs: Dict[str, Any]) -> None:
+        log_metric, log_extra = kwargs.get("log_metric"), kwargs.get("log_extra")
+        n = len(results)
+        nulls = sum(r.score is None for r in results)
+        self.statuses.update(r.status for r in results)
+        per_component = [r.details.get("components") if isinstance(r.details, dict) else None for r in results]
+        self.components.update(k for c in per_component if isinstance(c, dict) for k in c)
+        if callable(log_metric):
+            log_metric(f"{self.name}/null_count", float(nulls))
+            log_metric(f"{self.name}/null_frac", nulls / n)
+            for status in sorted(self.statuses):
+                log_metric(f"{self.name}/status/{status}", sum(r.status == status for r in results) / n)
+        if callable(log_extra):
+            log_extra(f"{self.name}/status", [r.status for r in results])
+        for comp in sorted(self.components):
+            values = [_component_score(c, comp) for c in per_component]
+            present = [v for v in values if v is not None]
+            if callable(log_metric) and present:
+                log_metric(f"{self.name}/{comp}/mean", math.fsum(present) / len(present))
+            if callable(log_extra):
+                log_extra(f"{self.name}/{comp}", values)
+
+
+def _component_score(components: Any, name: str) -> Optional[float]:
+    entry = components.get(name) if isinstance(components, dict) else None
+    score = entry.get("score") if isinstance(entry, dict) else None
+    return float(score) if isinstance(score, (int, float)) else None
+
+
+def _rewards(results: List[VerifyResult], on_null: Optional[float]) -> List[Optional[float]]:
+    return [r.score if r.score is not None else on_null for r in results]
 
 
 def make_reward_func(
@@ -101,23 +160,32 @@ def make_reward_func(
     url: Optional[str] = None,
     token: Optional[str] = None,
     name: Optional[str] = None,
+    retry: Optional[RetryPolicy] = None,
+    timeout: Timeout = 180.0,
+    on_null: Optional[float] = None,
 ) -> RewardFunc:
     """A synchronous GRPOTrainer reward function scoring completions with one verifier (or one per row).
 
     ``reference`` names the dataset column holding the gold answer (None: no reference); ``verifier_column`` and
-    ``options_column`` let each row pick its verifier and options. Service failures that outlast the client's
-    retries raise, so a dead service stops training instead of silently rewarding nothing.
+    ``options_column`` let each row pick its verifier and options (None values in them mean "not set").
+    ``retry`` bounds how long an outage is ridden out (default: ``RetryPolicy()``, minutes); past it the function
+    raises, so a dead service stops training instead of silently rewarding nothing. ``on_null`` replaces a null
+    verdict (default: None, see the module docstring for what TRL makes of it).
     """
     builder = _ItemBuilder(verifier, verifier_column, reference, options, options_column)
-    own = client or RewardClient(url, token=token)
+    own = client or RewardClient(url, token=token, retry=retry, timeout=timeout)
+    func_name = name or f"{verifier or verifier_column}_reward"
+    log = _Logger(func_name)
 
     def reward_func(prompts: Optional[Sequence[Any]] = None, completions: Sequence[Any] = (),
                     completion_ids: Optional[Sequence[Any]] = None, **kwargs: Any) -> List[Optional[float]]:
         if not completions:
             return []
-        return [r.score for r in own.verify(builder.items(prompts, completions, kwargs))]
+        results = own.verify(builder.items(prompts, completions, kwargs))
+        log(results, kwargs)
+        return _rewards(results, on_null)
 
-    reward_func.__name__ = name or f"{verifier or verifier_column}_reward"
+    reward_func.__name__ = func_name
     reward_func.client = own  # type: ignore[attr-defined]
     return reward_func
 
@@ -132,26 +200,38 @@ def make_async_reward_func(
     url: Optional[str] = None,
     token: Optional[str] = None,
     name: Optional[str] = None,
+    retry: Optional[RetryPolicy] = None,
+    timeout: Timeout = 180.0,
+    on_null: Optional[float] = None,
     client_factory: Optional[Callable[[], AsyncRewardClient]] = None,
 ) -> AsyncRewardFunc:
     """The ``async def`` variant, which TRL awaits concurrently with the other async reward functions.
 
-    An httpx async client belongs to the event loop it was first used on, so one client is kept per loop.
+    By default the calls of every async reward function with the same settings share one coalescer, so the
+    functions TRL gathers in one step travel in one request. With ``client_factory``, one client per event loop is
+    made from it instead (an httpx async client belongs to the loop it was first used on).
     """
     builder = _ItemBuilder(verifier, verifier_column, reference, options, options_column)
-    factory = client_factory or (lambda: AsyncRewardClient(url, token=token))
+    config = ClientConfig(url or "", token, timeout, retry or RetryPolicy())
     clients: Dict[int, AsyncRewardClient] = {}
+    func_name = name or f"{verifier or verifier_column}_reward"
+    log = _Logger(func_name)
+
+    async def verify(items: List[VerifyItem]) -> List[VerifyResult]:
+        if client_factory is None:
+            return await shared_coalescer(config).averify(items)
+        loop_id = id(asyncio.get_running_loop())
+        if loop_id not in clients:
+            clients[loop_id] = client_factory()
+        return await clients[loop_id].verify(items)
 
     async def reward_func(prompts: Optional[Sequence[Any]] = None, completions: Sequence[Any] = (),
                           completion_ids: Optional[Sequence[Any]] = None, **kwargs: Any) -> List[Optional[float]]:
         if not completions:
             return []
-        loop_id = id(asyncio.get_running_loop())
-        client = clients.get(loop_id)
-        if client is None:
-            client = clients[loop_id] = factory()
-        return [r.score for r in await client.verify(builder.items(prompts, completions, kwargs))]
+        results = await verify(builder.items(prompts, completions, kwargs))
+        log(results, kwargs)
+        return _rewards(results, on_null)
 
-    reward_func.__name__ = name or f"{verifier or verifier_column}_reward"
+    reward_func.__name__ = func_name
     return reward_func
-

@@ -1,8 +1,15 @@
-"""verl adapter: a file usable as ``custom_reward_function.path``.
+"""verl adapter: a file usable as verl 0.9's ``reward.custom_reward_function.path``.
 
-    custom_reward_function:
-      path: /path/to/reward_client/verl.py     # python -c "import reward_client.verl as m; print(m.__file__)"
-      name: compute_score                      # or compute_score_batch with reward_model.reward_manager=batch
+    reward:
+      custom_reward_function:
+        path: /path/to/reward_client/verl.py   # python -c "import reward_client.verl as m; print(m.__file__)"
+        name: compute_score_async              # or compute_score (verl runs it in a thread pool)
+        reward_kwargs: {retry_budget_s: 600}   # optional: reward_service_url, retry_budget_s
+
+verl 0.9's reward loop calls the function once per sample (the batch reward manager is gone from it); both entry
+points coalesce concurrent samples of the process into batched requests (``reward_client.coalesce``), and retry
+through a restart of the service for ``retry_budget_s`` (``REWARD_CLIENT_RETRY_BUDGET_S``, 300 s) before raising.
+``compute_score_batch`` remains for older verl versions' batch reward manager.
 
 The server is ``REWARD_CLIENT_URL`` (token ``REWARD_CLIENT_TOKEN``). Each sample goes to a verifier chosen by its
 ``data_source`` (see ``DEFAULT_ROUTES``; extend with ``REWARD_CLIENT_VERL_ROUTES='{"my_set": "ifeval"}'``, set a
@@ -14,14 +21,15 @@ infrastructure trouble shows up in verl's ``reward_extra_info`` instead of hidin
 """
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from reward_client.client import AsyncRewardClient, RewardClient
-from reward_client.items import VerifyItem
+from reward_client.coalesce import Coalescer, shared_coalescer
+from reward_client.items import VerifyItem, set_options
+from reward_client.protocol import ClientConfig
 from reward_client.results import VerifyResult
+from reward_client.retry import RetryPolicy
 
 ROUTES_ENV = "REWARD_CLIENT_VERL_ROUTES"
 DEFAULT_ENV = "REWARD_CLIENT_VERL_DEFAULT"
@@ -38,8 +46,6 @@ DEFAULT_ROUTES: Tuple[Tuple[str, str], ...] = (
     ("ifeval", "ifeval"), ("gpqa", "multiple_choice"), ("mmlu", "multiple_choice"),
 )
 
-_sync_clients: Dict[Tuple[int, str], RewardClient] = {}
-_async_clients: Dict[Tuple[int, int], AsyncRewardClient] = {}
 
 
 def route(data_source: str, extra_info: Optional[Mapping[str, Any]] = None) -> str:
@@ -78,7 +84,7 @@ def _jsonable(value: Any) -> Any:
 
 def _item(data_source: str, solution_str: str, ground_truth: Any, extra_info: Optional[Mapping[str, Any]]) -> VerifyItem:
     info = extra_info if isinstance(extra_info, Mapping) else None
-    options = dict(info.get("verifier_options") or {}) if info else {}
+    options = set_options(info.get("verifier_options")) if info else {}
     return VerifyItem(route(data_source, info), solution_str, _jsonable(ground_truth), _jsonable(options))
 
 
@@ -96,31 +102,28 @@ def to_verl(result: VerifyResult) -> Dict[str, Any]:
     }
 
 
-def _client() -> RewardClient:
-    key = (os.getpid(), os.environ.get("REWARD_CLIENT_URL", ""))  # a forked worker must not reuse its parent's pool
-    if key not in _sync_clients:
-        _sync_clients[key] = RewardClient()
-    return _sync_clients[key]
-
-
-def _aclient() -> AsyncRewardClient:
-    key = (os.getpid(), id(asyncio.get_running_loop()))
-    if key not in _async_clients:
-        _async_clients[key] = AsyncRewardClient()
-    return _async_clients[key]
+def coalescer(reward_service_url: Optional[str] = None, retry_budget_s: Optional[float] = None,
+              **_: Any) -> Coalescer:
+    """The process's coalescer for these settings (a forked worker makes its own; loops and threads share one)."""
+    retry = RetryPolicy(budget_s=float(retry_budget_s)) if retry_budget_s is not None else RetryPolicy()
+    return shared_coalescer(ClientConfig(reward_service_url or "", retry=retry))
 
 
 def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: Optional[Dict[str, Any]] = None,
                   **kwargs: Any) -> Dict[str, Any]:
-    """verl's per-sample reward function (NaiveRewardManager and friends)."""
-    return to_verl(_client().verify([_item(data_source, solution_str, ground_truth, extra_info)])[0])
+    """verl's per-sample reward function; concurrent calls from verl's thread pool share batched requests.
+
+    ``kwargs`` may carry ``reward_service_url`` and ``retry_budget_s`` (verl's ``reward_kwargs``).
+    """
+    item = _item(data_source, solution_str, ground_truth, extra_info)
+    return to_verl(coalescer(**kwargs).verify([item])[0])
 
 
 async def compute_score_async(data_source: str, solution_str: str, ground_truth: Any,
                               extra_info: Optional[Dict[str, Any]] = None, **kwargs: Any) -> Dict[str, Any]:
-    """The same, for verl's asynchronous reward loop."""
-    result = await _aclient().verify([_item(data_source, solution_str, ground_truth, extra_info)])
-    return to_verl(result[0])
+    """The same for verl's asynchronous reward loop: the samples it gathers become a few batched requests."""
+    item = _item(data_source, solution_str, ground_truth, extra_info)
+    return to_verl((await coalescer(**kwargs).averify([item]))[0])
 
 
 def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str], ground_truths: Sequence[Any],
@@ -129,4 +132,4 @@ def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str
     """verl's BatchRewardManager form: the whole batch in as few requests as the client's chunking allows."""
     infos = extra_infos if extra_infos is not None else [None] * len(solution_strs)
     items = [_item(d, s, g, e) for d, s, g, e in zip(data_sources, solution_strs, ground_truths, infos)]
-    return [to_verl(r) for r in _client().verify(items)]
+    return [to_verl(r) for r in coalescer(**kwargs).verify(items)]

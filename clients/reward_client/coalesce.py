@@ -1,0 +1,267 @@
+"""Client-side coalescing: many small calls from one process travel as a few batched HTTP requests.
+
+Trainers call reward code once per sample (verl's reward loop, OpenRLHF's reward_func, TRL's concurrent async
+reward functions); one request per sample costs a round trip and a server-side admission each. Calls that arrive
+within ``window_s`` of each other (``REWARD_CLIENT_COALESCE_WINDOW_MS``, 5 ms) are sent as one request of at most
+``max_items`` items. One caller's items always travel together (a GRPO group stays in one request); a caller with
+more than ``max_items`` items is sent on its own, chunked as usual.
+
+The batching runs on one private event loop thread per process, so sync callers in thread pools and async callers
+on any event loop share it, and no httpx client is ever used from a loop it was not made on.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Dict, List, Optional, Sequence, TypeVar, Union
+
+from reward_client.errors import RequestRejected
+from reward_client.items import Payload, VerifyItem, to_wire
+from reward_client.protocol import ClientConfig, shift_loc
+from reward_client.results import VerifyResult
+
+if TYPE_CHECKING:  # pragma: no cover
+    from reward_client.client import AsyncRewardClient
+
+WINDOW_ENV = "REWARD_CLIENT_COALESCE_WINDOW_MS"
+DEFAULT_WINDOW_S = 0.005
+T = TypeVar("T")
+Send = Callable[[List[Any]], Awaitable[List[Any]]]
+SendWith = Callable[["AsyncRewardClient", List[Any]], Awaitable[List[Any]]]
+
+
+def default_window_s() -> float:
+    raw = os.environ.get(WINDOW_ENV)
+    return float(raw) / 1000.0 if raw else DEFAULT_WINDOW_S
+
+
+@dataclass
+class _Entry:
+    items: List[Any]
+    future: "asyncio.Future[List[Any]]"
+
+
+def _rejected_index(exc: RequestRejected) -> Optional[int]:
+    loc = exc.loc
+    return loc[1] if loc and len(loc) >= 2 and loc[0] == "items" and isinstance(loc[1], int) else None
+
+
+class Batcher:
+    """Gathers submissions on one event loop into requests of whole submissions, at most ``max_items`` items.
+
+    A rejection naming one item fails only the submission holding it (with the index re-expressed as that caller's
+    own); the other submissions are sent again without it.
+    """
+
+    def __init__(self, send: Send, window_s: float, max_items: int) -> None:
+        if max_items < 1 or window_s < 0:
+            raise ValueError("max_items must be at least 1 and window_s not negative")
+        self._send = send
+        self.window_s = window_s
+        self.max_items = max_items
+        self._pending: List[_Entry] = []
+        self._count = 0
+        self._timer: Optional[asyncio.TimerHandle] = None
+        self._tasks: set = set()
+        self.requests = 0  # batched requests sent (retries of one request not counted)
+        self.items = 0
+
+    async def submit(self, items: List[Any]) -> List[Any]:
+        if not items:
+            return []
+        loop = asyncio.get_running_loop()
+        if len(items) >= self.max_items:  # a full request on its own: no reason to wait
+            self.requests += 1
+            self.items += len(items)
+            return await self._send(items)
+        if self._count + len(items) > self.max_items:
+            self._flush()
+        entry = _Entry(items, loop.create_future())
+        self._pending.append(entry)
+        self._count += len(items)
+        if self._count >= self.max_items:
+            self._flush()
+        elif self._timer is None:
+            self._timer = loop.call_later(self.window_s, self._flush)
+        return await entry.future
+
+    def _flush(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        entries, self._pending, self._count = self._pending, [], 0
+        if entries:
+            task = asyncio.get_running_loop().create_task(self._run(entries))
+            self._tasks.add(task)  # keep a reference until done (the loop holds tasks weakly)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _run(self, entries: List[_Entry]) -> None:
+        entries = [e for e in entries if not e.future.done()]  # a cancelled caller's items are not sent
+        if not entries:
+            return
+        wire = [item for e in entries for item in e.items]
+        self.requests += 1
+        self.items += len(wire)
+        try:
+            results = await self._send(wire)
+        except RequestRejected as exc:
+            bad = _rejected_index(exc)
+            if bad is None or len(entries) == 1:
+                _fail(entries, exc)
+                return
+            start = 0
+            for i, e in enumerate(entries):
+                if start <= bad < start + len(e.items):
+                    _fail([e], shift_loc(exc, -start))
+                    await self._run(entries[:i] + entries[i + 1:])
+                    return
+                start += len(e.items)
+            _fail(entries, exc)
+            return
+        except BaseException as exc:  # noqa: BLE001 - every caller must hear about it, cancellation included
+            _fail(entries, exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        start = 0
+        for e in entries:
+            if not e.future.done():
+                e.future.set_result(results[start:start + len(e.items)])
+            start += len(e.items)
+
+
+def _fail(entries: Sequence[_Entry], exc: BaseException) -> None:
+    for e in entries:
+        if not e.future.done():
+            e.future.set_exception(exc)
+
+
+class LoopThread:
+    """A private event loop on a daemon thread, restarted in a forked child (a loop never survives a fork)."""
+
+    def __init__(self, name: str = "reward-client-coalescer") -> None:
+        self._name = name
+        self._lock = threading.Lock()
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._thread: Optional[threading.Thread] = None
+        self._pid = 0
+
+    def loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None or self._pid != os.getpid() or self._loop.is_closed():
+                loop = asyncio.new_event_loop()
+                ready = threading.Event()
+                thread = threading.Thread(target=self._main, args=(loop, ready), name=self._name, daemon=True)
+                thread.start()
+                ready.wait()
+                self._loop, self._thread, self._pid = loop, thread, os.getpid()
+            return self._loop
+
+    @staticmethod
+    def _main(loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
+        asyncio.set_event_loop(loop)
+        loop.call_soon(ready.set)
+        loop.run_forever()
+        loop.close()
+
+    def on_loop_thread(self) -> bool:
+        return self._thread is not None and threading.current_thread() is self._thread
+
+    def stop(self) -> None:
+        with self._lock:
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        if loop is not None and thread is not None and self._pid == os.getpid() and thread.is_alive():
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout=10)
+
+
+class Coalescer:
+    """Thread-safe front of a batcher per route, sharing one async client on a private loop thread.
+
+    ``run``/``verify`` block the calling thread; ``arun``/``averify`` await from any event loop.
+    """
+
+    def __init__(self, config: ClientConfig, *, window_s: Optional[float] = None, max_items: Optional[int] = None,
+                 ) -> None:
+        self.config = config
+        self.window_s = default_window_s() if window_s is None else window_s
+        self.max_items = max_items or config.chunk_size
+        self._thread = LoopThread()
+        self._client: Optional["AsyncRewardClient"] = None
+        self._batchers: Dict[str, Batcher] = {}
+        self._pid = 0
+
+    # --- on the private loop ---
+    def _client_here(self) -> "AsyncRewardClient":
+        if self._client is None or self._pid != os.getpid():
+            from reward_client.client import AsyncRewardClient  # client.py imports this module
+
+            c = self.config
+            self._client = AsyncRewardClient(c.base_url, token=c.token, timeout=c.timeout, retry=c.retry,
+                                             chunk_size=c.chunk_size, max_concurrency=c.max_concurrency,
+                                             headers=c.headers)
+            self._batchers = {}
+            self._pid = os.getpid()
+        return self._client
+
+    async def _submit(self, route: str, items: List[Any], send: SendWith) -> List[Any]:
+        client = self._client_here()
+        batcher = self._batchers.get(route)
+        if batcher is None:
+            batcher = self._batchers[route] = Batcher(lambda batch: send(client, batch), self.window_s, self.max_items)
+        return await batcher.submit(items)
+
+    # --- from any thread or loop ---
+    def _schedule(self, coro: Coroutine[Any, Any, T]) -> "asyncio.Future[T]":
+        if self._thread.on_loop_thread():
+            coro.close()
+            raise RuntimeError("a coalesced call cannot be made from the coalescer's own loop thread")
+        return asyncio.run_coroutine_threadsafe(coro, self._thread.loop())  # type: ignore[return-value]
+
+    def run(self, route: str, items: List[Any], send: SendWith) -> List[Any]:
+        return self._schedule(self._submit(route, items, send)).result()  # type: ignore[attr-defined]
+
+    async def arun(self, route: str, items: List[Any], send: SendWith) -> List[Any]:
+        return await asyncio.wrap_future(self._schedule(self._submit(route, items, send)))  # type: ignore[arg-type]
+
+    def verify(self, items: Sequence[Union[VerifyItem, Payload]]) -> List[VerifyResult]:
+        return [VerifyResult.from_json(r) for r in self.run("verify", [to_wire(i) for i in items], _send_verify)]
+
+    async def averify(self, items: Sequence[Union[VerifyItem, Payload]]) -> List[VerifyResult]:
+        results = await self.arun("verify", [to_wire(i) for i in items], _send_verify)
+        return [VerifyResult.from_json(r) for r in results]
+
+    def stats(self) -> Dict[str, int]:
+        """Requests and items sent per route, counted at submission (retries of one request not counted)."""
+        return {f"{route}_{k}": getattr(b, k) for route, b in self._batchers.items() for k in ("requests", "items")}
+
+    def close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None and self._pid == os.getpid() and not self._thread.on_loop_thread():
+            try:
+                self._schedule(client.aclose()).result(timeout=10)  # type: ignore[attr-defined]
+            except Exception:  # noqa: BLE001 - closing is best effort
+                pass
+        self._thread.stop()
+
+
+async def _send_verify(client: "AsyncRewardClient", wire: List[Any]) -> List[Any]:
+    return await client.post_items("/v1/verify", wire)
+
+
+_shared: Dict[tuple, Coalescer] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_coalescer(config: ClientConfig) -> Coalescer:
+    """One coalescer per process and client settings, so independent callers (several TRL reward functions,
+    verl's samples) with the same settings merge into the same requests."""
+    key = (os.getpid(), config.base_url, config.token, config.retry, repr(config.timeout), config.chunk_size,
+           config.max_concurrency, tuple(sorted(config.headers.items())))
+    with _shared_lock:
+        if key not in _shared:
+            _shared[key] = Coalescer(config)
+        return _shared[key]
