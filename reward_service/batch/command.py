@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from reward_service.batch.files import Journal, count_rows, file_format, parquet_schema, read_rows, write_parquet
-from reward_service.batch.rows import AsyncVerifyBatch, RowSpec, ascore_batch, row_key, with_id
+from reward_service.batch.rows import AsyncVerifyBatch, RowSpec, ascore_batch, group_chunks, row_key, with_id
 
 
 class DuplicateId(ValueError):
@@ -119,16 +119,10 @@ async def run_job(job: Job, verify: AsyncVerifyBatch, tally: Tally,
                 tally.add(row)
             on_progress(len(rows))
 
-    chunk: list[dict[str, Any]] = []
     try:
-        for row in pending_rows(job, journal, tally, on_start):
-            chunk.append(row)
-            if len(chunk) >= job.chunk_size:
-                inflight.append(asyncio.create_task(ascore_batch(chunk, job.spec, verify)))
-                chunk = []
-                await drain(job.concurrency - 1)
-        if chunk:
+        for chunk in group_chunks(pending_rows(job, journal, tally, on_start), job.chunk_size, job.spec.group_field):
             inflight.append(asyncio.create_task(ascore_batch(chunk, job.spec, verify)))
+            await drain(job.concurrency - 1)
         await drain(0)
     finally:
         for task in inflight:
@@ -212,6 +206,9 @@ def score(
     response_field: str = typer.Option("response", help="Field holding the model output."),
     reference_field: str = typer.Option("reference", help="Field holding the reference (absent: null reference)."),
     id_field: str = typer.Option("id", help="Unique row id, used to resume; rows without one get their position."),
+    group_field: Optional[str] = typer.Option(
+        None, help="Field naming each row's group (e.g. the prompt id; consensus votes within it). A group's rows "
+        "must be adjacent: chunks never cut a run of one group."),
     options: str = typer.Option("{}", help="Verifier options as a JSON object."),
     url: Optional[str] = typer.Option(None, help="Score through this server instead of in-process."),
     token: Optional[str] = typer.Option(None, envvar="REWARD_CLIENT_TOKEN", help="Bearer token for --url."),
@@ -226,7 +223,8 @@ def score(
 ) -> None:
     """Score a rollout file; killed and restarted with the same arguments, it resumes where it stopped."""
     try:
-        spec = RowSpec(response_field, reference_field, id_field, verifier, verifier_field, json.loads(options))
+        spec = RowSpec(response_field, reference_field, id_field, verifier, verifier_field, json.loads(options),
+                       group_field)
         for path in (input, out):
             file_format(path)
     except (ValueError, json.JSONDecodeError) as exc:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from typing import Any
 
-from reward_service.batch.rows import RowSpec, UnreadableRow
+from reward_service.batch.rows import RowSpec, UnreadableRow, group_chunks
 
 _UNREADABLE = "__reward_service_unreadable__"
 
@@ -71,20 +71,15 @@ class ChunkScorer:
             pass
 
 
-def _windows(rows: Iterator[dict[str, Any]], chunk_size: int, window_chunks: int) -> Iterator[list[str]]:
-    """Encoded chunks, a window at a time, so the driver never holds the whole input."""
+def _windows(rows: Iterator[dict[str, Any]], chunk_size: int, window_chunks: int,
+             group_field: str | None = None) -> Iterator[list[str]]:
+    """Encoded chunks (never cutting a group), a window at a time, so the driver never holds the whole input."""
     window: list[str] = []
-    chunk: list[dict[str, Any]] = []
-    for row in rows:
-        chunk.append(row)
-        if len(chunk) >= chunk_size:
-            window.append(encode_chunk(chunk))
-            chunk = []
-            if len(window) >= window_chunks:
-                yield window
-                window = []
-    if chunk:
+    for chunk in group_chunks(rows, chunk_size, group_field):
         window.append(encode_chunk(chunk))
+        if len(window) >= window_chunks:
+            yield window
+            window = []
     if window:
         yield window
 
@@ -110,7 +105,7 @@ def run_on_ray(
     ctx = ray.data.DataContext.get_current()
     ctx.execution_options.preserve_order = True
     ctx.enable_progress_bars = False
-    for window in _windows(rows, chunk_size, window_chunks):
+    for window in _windows(rows, chunk_size, window_chunks, spec.group_field):
         ds = ray.data.from_items([{"chunk": text} for text in window]).map_batches(
             ChunkScorer,
             batch_size=1,

@@ -6,7 +6,7 @@ a Ray Data ``map_batches`` (``score_batch`` with any function that verifies a li
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +29,7 @@ class RowSpec:
     verifier: str | None = None
     verifier_field: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    group_field: str | None = None  # rows sharing this value form one group (``consensus`` votes within it)
 
     def __post_init__(self) -> None:
         if (self.verifier is None) == (self.verifier_field is None):
@@ -76,8 +77,25 @@ def to_item(row: dict[str, Any], spec: RowSpec) -> Item | str:
     verifier = spec.verifier if spec.verifier is not None else row.get(spec.verifier_field or "")
     if not isinstance(verifier, str) or not verifier:
         return f"field {spec.verifier_field!r} does not name a verifier"
-    return {"verifier": verifier, "response": response, "reference": row.get(spec.reference_field),
+    item = {"verifier": verifier, "response": response, "reference": row.get(spec.reference_field),
             "options": spec.options, "id": str(row.get(spec.id_field))}
+    if spec.group_field is not None and row.get(spec.group_field) is not None:
+        item["group"] = str(row[spec.group_field])
+    return item
+
+
+def group_chunks(rows: Iterable[dict[str, Any]], size: int, group_field: str | None) -> Iterator[list[dict[str, Any]]]:
+    """Chunks of about ``size`` rows that never cut a run of consecutive rows of one group (a group is scored
+    within one request, so all its rows must travel together; rows of a group must therefore be adjacent)."""
+    chunk: list[dict[str, Any]] = []
+    for row in rows:
+        if len(chunk) >= size and (group_field is None or row.get(group_field) is None
+                                   or row.get(group_field) != chunk[-1].get(group_field)):
+            yield chunk
+            chunk = []
+        chunk.append(row)
+    if chunk:
+        yield chunk
 
 
 def merge(row: dict[str, Any], result: Result) -> dict[str, Any]:

@@ -72,6 +72,17 @@ def _letters(vote: Vote) -> frozenset[str]:
     return frozenset(re.findall(r"[A-Za-z]", _COMMAND.sub("", canonical(vote.value))))
 
 
+def _apart(a: Vote, b: Vote) -> bool:
+    """One number against a compound answer, or both probes present and clearly different (far beyond
+    ``rel_tol``): the answers cannot be equal."""
+    if (a.kind == NUMBER and b.compound) or (b.kind == NUMBER and a.compound):
+        return True
+    if a.probe is None or b.probe is None:
+        return False
+    scale = max(abs(complex(*a.probe)), abs(complex(*b.probe)), 1e-9)
+    return abs(complex(*a.probe) - complex(*b.probe)) > 1e-3 * scale
+
+
 def symbolic_pairs(buckets: Buckets, max_pairs: int) -> list[tuple[int, int]]:
     """(gold, answer) bucket pairs that need the symbolic check, heaviest first, at most ``max_pairs``. Answers in
     different letters ("n - 2" and "5", "x^2" and "n^2") are left apart unchecked, unless one is a statement
@@ -82,7 +93,7 @@ def symbolic_pairs(buckets: Buckets, max_pairs: int) -> list[tuple[int, int]]:
     for a in range(len(buckets)):
         for b in range(a + 1, len(buckets)):
             ra, rb = buckets.rep(a), buckets.rep(b)
-            if EXPR in (ra.kind, rb.kind) and _comparable(ra, rb) and (
+            if EXPR in (ra.kind, rb.kind) and _comparable(ra, rb) and not _apart(ra, rb) and (
                     None in (letters[a], letters[b]) or letters[a] == letters[b]):
                 pairs.append((a, b))
     pairs.sort(key=lambda p: -(buckets.weight[p[0]] + buckets.weight[p[1]]))

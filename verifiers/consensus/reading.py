@@ -8,15 +8,21 @@ casefolded words for text and choice letters, the canonical spelling for anythin
 """
 from __future__ import annotations
 
+import cmath
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import sympy
+from sympy.matrices.matrixbase import MatrixBase
+
 from verifiers.math.extract import clip_tail, extract, split_alternatives
-from verifiers.math.guards import hacking_reason
+from verifiers.math.guards import check_size, hacking_reason
 from verifiers.math.normalize import (
-    canonical, equation_sides, lone_number, names_a_quantity, split_condition, text_content, unwrap,
+    canonical, equation_sides, lone_number, names_a_quantity, split_condition, split_top_level, text_content, unwrap,
 )
+from verifiers.math.shape import compound_shape
 from verifiers.math.numeric import parse_number
+from verifiers.math.symbolic import parse_latex
 from verifiers.math.verifier import spellings_agree
 
 NUMBER, TEXT, EXPR, SET = "number", "text", "expr", "set"
@@ -32,6 +38,8 @@ class Vote:
     key: str
     condition: str | None = None
     several: str | None = None  # for a set: why it is a hedge unless the group's majority states that set too
+    probe: list[float] | None = None  # the value (at fixed points for letters), to skip pairs that differ clearly
+    compound: bool = False  # a list, tuple, interval or matrix: never equal to one number
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -75,7 +83,34 @@ def bucket(answer: str) -> Vote:
         kind, key = EXPR, f"e:{canonical(value)}"
     if condition:
         key += f"|{canonical(condition)}"
-    return Vote(answer.strip(), value, kind, key, condition)
+    probe = [float(number.value), 0.0] if number is not None else _probe(value) if kind == EXPR else None
+    compound = kind == EXPR and bool(compound_shape(value) or len(split_top_level(value, ",")) > 1)
+    return Vote(answer.strip(), value, kind, key, condition, probe=probe, compound=compound)
+
+
+def _point(symbol: sympy.Symbol) -> sympy.Rational:
+    """A fixed, name-dependent test value (the same in every worker), away from 0, 1 and small integers."""
+    return sympy.Rational(100 + sum(map(ord, symbol.name)) % 89, 137)
+
+
+def _probe(value: str) -> list[float] | None:
+    """A scalar answer's numeric value, its letters set to fixed points: equal answers give equal probes, so two
+    representatives whose probes differ clearly need no symbolic check. None when there is no such scalar value."""
+    if "=" in value:  # a statement ("150 \\div 3 = 50") can only equal what its last side states
+        sides = equation_sides(value)
+        if not sides or "=" in sides[-1]:
+            return None
+        number = parse_number(sides[-1])
+        return [float(number.value), 0.0] if number is not None else _probe(sides[-1])
+    try:
+        expr = parse_latex(value)
+        check_size(expr)
+        if not isinstance(expr, sympy.Expr) or isinstance(expr, MatrixBase):
+            return None
+        z = complex(sympy.N(expr.subs({s: _point(s) for s in expr.free_symbols}), 20))
+    except Exception:  # noqa: BLE001 - unparseable or unevaluable: no probe, the symbolic check decides
+        return None
+    return [z.real, z.imag] if cmath.isfinite(z) else None
 
 
 def read_vote(response: str, *, tail_chars: int, last_number: bool, choice_letters: bool,

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from verifiers.base import Verifier
 from verifiers.consensus.clusters import Buckets, Tally, numeric_merges, symbolic_pairs, tally
@@ -56,6 +56,15 @@ class ConsensusOptions(MathOptions):
     )
 
 
+    @model_validator(mode="after")
+    def _no_postprocess(self) -> "ConsensusOptions":
+        if self.correction != "none" or self.appeal is not None or self.noise_rates is not None:
+            raise ValueError("consensus rewards take no noise correction or appeal (there is no reference to audit)")
+        if self.weight_by is not None and self.weight_by.verifier == "consensus":
+            raise ValueError("weight_by cannot be consensus itself")
+        return self
+
+
 # Options that decide a group's outcome: every item of one group must give the same values.
 _GROUP_OPTIONS = ("threshold", "min_size", "rel_tol", "max_pairs")
 
@@ -95,12 +104,8 @@ class ConsensusVerifier(Verifier):
     _math = MathVerifier()
 
     def validate(self, options: ConsensusOptions, registry: "Registry") -> None:  # type: ignore[override]
-        if options.correction != "none" or options.appeal is not None or options.noise_rates is not None:
-            raise ValueError("consensus rewards take no noise correction or appeal (they have no reference to audit)")
         wb = options.weight_by
         if wb is not None:
-            if wb.verifier == self.name:
-                raise ValueError("weight_by cannot be consensus itself")
             weigher = registry.get(wb.verifier)  # UnknownVerifier: a 422 naming it
             weigher.validate(weigher.parse_options(wb.options), registry)
 
