@@ -10,18 +10,19 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import httpx
 import pytest
 
 from reward_client import RequestRejected, RetryPolicy, RewardClient, ServiceUnavailable, VerifyItem
-from tests.conftest import LiveServer, free_port, run_server
+from tests.conftest import LiveServer, free_port
+from tests.live_restart import Restarter
 from tests.test_trainer_adapters import verl_module  # noqa: F401 - the fixture, loaded as verl loads it
 
 
-def verify_requests(server: LiveServer) -> int:
-    """How many /v1/verify requests the server has answered so far, any status."""
-    with server.client() as c:
-        text = c.get("/metrics").text
-    pattern = r'^reward_requests_total\{[^}]*route="/v1/verify"[^}]*\} ([0-9.e+]+)$'
+def requests_to(url: str, route: str = "/v1/verify") -> int:
+    """How many requests to ``route`` the server at ``url`` has answered so far, any status."""
+    text = httpx.get(f"{url}/metrics", timeout=30).text
+    pattern = r'^reward_requests_total\{[^}]*route="%s"[^}]*\} ([0-9.e+]+)$' % re.escape(route)
     return int(sum(float(m) for m in re.findall(pattern, text, flags=re.M)))
 
 
@@ -34,9 +35,9 @@ def test_256_concurrent_compute_score_async_calls_take_at_most_16_requests(verl_
             for i, a in enumerate(answers)
         ))
 
-    before = verify_requests(server)
+    before = requests_to(server.url)
     outs = asyncio.run(step())
-    sent = verify_requests(server) - before
+    sent = requests_to(server.url) - before
     assert 1 <= sent <= 16, sent
     assert all(o["scored"] and o["status"] == "ok" for o in outs)
     assert [o["score"] for o in outs] == [1.0 if i % 3 else 0.0 for i in range(256)]
@@ -45,10 +46,10 @@ def test_256_concurrent_compute_score_async_calls_take_at_most_16_requests(verl_
 def test_sync_callers_in_threads_share_requests(server: LiveServer) -> None:
     """verl runs a sync compute_score in a thread pool: each thread blocks on its own sample."""
     with RewardClient(server.url, coalesce=True, coalesce_window_s=0.02) as client:
-        before = verify_requests(server)
+        before = requests_to(server.url)
         with ThreadPoolExecutor(max_workers=32) as pool:
             results = list(pool.map(lambda i: client.verify_one("exact_match", str(i), str(i % 7)), range(96)))
-        sent = verify_requests(server) - before
+        sent = requests_to(server.url) - before
         stats = client.coalescer.stats()
     assert [r.score for r in results] == [1.0 if i == i % 7 else 0.0 for i in range(96)]
     assert sent == stats["verify_requests"] < 96  # several callers per request, and the count is the server's own
@@ -104,18 +105,13 @@ def test_budget_spent_is_a_clear_error() -> None:
 
 def test_default_client_rides_out_a_20_s_restart(tmp_path: Path) -> None:
     """Stop the real server, restart it on the same port 20 s later: calls made in between complete."""
-    port = free_port()
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    first = run_server(tmp_path / "a", port=port)
-    live = first.__enter__()
-    restarted = None
+    server = Restarter(tmp_path)
+    live = server.start()
     try:
         sync_client = RewardClient(live.url)  # every setting at its default
         coalesced = RewardClient(live.url, coalesce=True)
         assert sync_client.verify_one("exact_match", "x", "x").score == 1.0  # a pooled keep-alive connection now
-        first.__exit__(None, None, None)
-        first = None
+        server.stop()
         results: dict = {}
 
         def call(key: str, client: RewardClient) -> None:
@@ -124,22 +120,17 @@ def test_default_client_rides_out_a_20_s_restart(tmp_path: Path) -> None:
             except Exception as exc:  # noqa: BLE001 - reported by the assertion below
                 results[key] = exc
 
-        callers = [threading.Thread(target=call, args=(k, c)) for k, c in (("sync", sync_client),
-                                                                             ("coalesced", coalesced))]
+        callers = [threading.Thread(target=call, args=(k, c))
+                   for k, c in (("sync", sync_client), ("coalesced", coalesced))]
         for t in callers:
             t.start()
-        stopped = threading.Event()
-        stopped.wait(20.0)  # the outage
+        threading.Event().wait(20.0)  # the outage
         assert not results, results  # still pending: nothing listened for 20 s
-        restarted = run_server(tmp_path / "b", port=port)
-        restarted.__enter__()
+        server.start()
         for t in callers:
             t.join(timeout=300)
         assert results == {"sync": [1.0, 0.0], "coalesced": [1.0, 0.0]}
         sync_client.close()
         coalesced.close()
     finally:
-        if first is not None:
-            first.__exit__(None, None, None)
-        if restarted is not None:
-            restarted.__exit__(None, None, None)
+        server.stop()

@@ -228,6 +228,10 @@ class AsyncRewardClient:
         )
         return first + second
 
+    async def request_json(self, method: str, path: str, json: Any = None) -> Any:
+        """One call to any route with the client's retries; the decoded JSON answer."""
+        return await self._request(method, path, json)
+
     async def post_items(self, path: str, items: Sequence[Payload]) -> List[Any]:
         """The raw result objects of an ``{"items": [...]}`` endpoint, chunked, in order."""
         return await self._post_chunked(path, items, _items_body)
