@@ -38,6 +38,7 @@ ROUTERS: tuple[str, ...] = (
     "reward_service.routes.prm:router",
     "reward_service.routes.openrlhf:router",
     "reward_service.routes.sandbox:router",
+    "reward_service.routes.sandboxfusion:router",
 )
 
 

@@ -1,4 +1,4 @@
-"""Optional bearer-token auth for the /v1 API and /openrlhf (constant-time comparison; the token is never logged).
+"""Optional bearer-token auth for the /v1 API, /openrlhf and /run_code (constant-time comparison; never logged).
 
 ``TokenGate`` checks the token in the ASGI layer, before the body is read: an unauthenticated client cannot make the
 server buffer and parse megabytes (route-level checks would only run after FastAPI read the whole body)."""
@@ -30,8 +30,8 @@ def token_matches(given: str, token: str) -> bool:
 
 
 class TokenGate:
-    """401 for a protected path (``/v1/…``, ``/openrlhf/…``) without the token, answered before the body is read.
-    OpenRLHF cannot send headers, so its path also takes ``?token=``."""
+    """401 for a protected path (``/v1/…``, ``/openrlhf/…``, ``/run_code``) without the token, answered before the
+    body is read. OpenRLHF and SandboxFusion clients cannot send headers, so their paths also take ``?token=``."""
 
     def __init__(self, app: ASGIApp, token: str | None) -> None:
         self.app = app
@@ -39,7 +39,8 @@ class TokenGate:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "") if scope["type"] == "http" else ""
-        if self.token is None or not path.startswith(("/v1/", "/openrlhf/")) or self._authorised(scope, path):
+        protected = path.startswith(("/v1/", "/openrlhf/", "/run_code"))
+        if self.token is None or not protected or self._authorised(scope, path):
             await self.app(scope, receive, send)
             return
         data = json.dumps({"detail": "missing or invalid bearer token", "request_id": request_id_var.get()}).encode()
@@ -54,7 +55,7 @@ class TokenGate:
         scheme, _, given = header.partition(" ")
         if scheme.lower() == "bearer" and token_matches(given, self.token):
             return True
-        if path.startswith("/openrlhf/"):
+        if path.startswith(("/openrlhf/", "/run_code")):
             query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
             return any(token_matches(t, self.token) for t in query.get("token", []))
         return False

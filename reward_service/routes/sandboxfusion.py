@@ -1,0 +1,121 @@
+"""POST /run_code: SandboxFusion's API on our sandbox, so a verl user switches by changing the sandbox URL.
+
+Client mistakes (bad limits, paths, base64) are 422s naming the field, as SandboxFusion's validation answers them;
+anything that is our fault (no sandbox, a language this host lacks, a backend failure) is a 200 with status
+SandboxError, as SandboxFusion reports its own faults, so no client reads it as the program's verdict.
+SandboxFusion clients send no headers: with a server token set, the URL carries ``?token=`` (as for /openrlhf).
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+import os
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+
+from reward_service.errors import ApiError
+from reward_service.routes.openrlhf import authorize
+from reward_service.routes.sandbox import _admitted_run, _safe_relative
+from reward_service.sandboxfusion import NO_MEMORY_LIMIT, RunCodeRequest, RunCodeResponse, to_response
+from sandbox.api import Limits, RunRequest
+from sandbox.languages import LANGUAGES
+
+log = logging.getLogger("reward_service.sandboxfusion")
+router = APIRouter(tags=["sandboxfusion"], dependencies=[Depends(authorize)])
+
+
+def _pod() -> str | None:
+    return os.environ.get("MY_POD_NAME")  # SandboxFusion's name for the executor (Kubernetes downward API)
+
+
+def _limits(settings: Any, body: RunCodeRequest) -> Limits:
+    """SandboxFusion's limits within the server caps (422 naming the field); the rest take the server defaults."""
+    caps, defaults = settings.sandbox_caps, settings.sandbox_defaults
+    if body.run_timeout > caps.wall_s:
+        raise ApiError(422, f"run_timeout={body.run_timeout:g} exceeds the server cap of {caps.wall_s:g}s",
+                       loc=["run_timeout"])
+    if body.compile_timeout > settings.sandbox_compile_wall_s:
+        raise ApiError(422, f"compile_timeout={body.compile_timeout:g} exceeds the server's compile budget of "
+                            f"{settings.sandbox_compile_wall_s:g}s", loc=["compile_timeout"])
+    memory = defaults.memory_mb if body.memory_limit_MB == NO_MEMORY_LIMIT else body.memory_limit_MB
+    if memory > caps.memory_mb:
+        raise ApiError(422, f"memory_limit_MB={memory} exceeds the server cap of {caps.memory_mb}",
+                       loc=["memory_limit_MB"])
+    # SandboxFusion limits wall time only; CPU time may use as much (more would be parallel threads).
+    return Limits(**{**defaults.model_dump(), "wall_s": body.run_timeout, "cpu_s": min(body.run_timeout, caps.cpu_s),
+                     "memory_mb": memory})
+
+
+def _files(body: RunCodeRequest) -> dict[str, str]:
+    """Base64 files as text (our sandbox writes UTF-8 text files); null content is skipped, as SandboxFusion does."""
+    out: dict[str, str] = {}
+    for name, content in body.files.items():
+        if content is None:
+            continue
+        if not _safe_relative(name):
+            raise ApiError(422, f"file name {name!r} must be a relative path inside the work dir", loc=["files", name])
+        try:
+            out[name] = base64.b64decode(content, validate=True).decode("utf-8")
+        except (binascii.Error, ValueError) as exc:
+            kind = "not UTF-8 text (binary files are not supported)" if isinstance(exc, UnicodeDecodeError) \
+                else "not valid base64"
+            raise ApiError(422, f"file {name!r} is {kind}", loc=["files", name]) from None
+    for i, name in enumerate(body.fetch_files):
+        if not _safe_relative(name):
+            raise ApiError(422, f"fetch_files entry {name!r} must be a relative path inside the work dir",
+                           loc=["fetch_files", i])
+    return out
+
+
+def _unavailable(backend: Any, body: RunCodeRequest) -> str:
+    """Why this language cannot run here, or '' when it can."""
+    ours = body.our_language()
+    if ours is None:
+        return f"language {body.language!r} is not offered by this server (see GET /v1/sandbox/languages)"
+    if not backend.languages().get(ours):
+        reason = (getattr(backend, "language_info", dict)().get(ours) or {}).get("reason", "")
+        return f"language {body.language!r} is not available on this host" + (f": {reason}" if reason else "")
+    return ""
+
+
+def _compiled(backend: Any, language: str) -> bool:
+    info = getattr(backend, "language_info", None)
+    if info is not None and language in info():
+        return bool(info()[language].get("compiled"))
+    return any(spec.name == language and spec.compile for spec in LANGUAGES)
+
+
+@router.post("/run_code", response_model=RunCodeResponse, response_model_exclude_none=False)
+async def run_code(body: RunCodeRequest, request: Request) -> RunCodeResponse:
+    services = request.app.state.services
+    if services.runtime is None or services.admission.draining:
+        raise ApiError(503, "server is starting or shutting down",
+                       headers={"Retry-After": str(services.settings.retry_after_s)})
+    backend = services.runtime.resources.get("sandbox")
+    if backend is None:
+        return RunCodeResponse.sandbox_error("no sandbox is configured on this server", _pod())
+    limits = _limits(services.settings, body)
+    files = _files(body)
+    stdin = body.stdin or ""
+    size = len(body.code) + len(stdin) + sum(len(v) for v in files.values())
+    if size > services.settings.sandbox_max_input_chars:
+        raise ApiError(413, f"code + stdin + files hold {size} characters, over the limit of "
+                            f"{services.settings.sandbox_max_input_chars}")
+    why = _unavailable(backend, body)
+    if why:
+        return RunCodeResponse.sandbox_error(why, _pod())
+    language = body.our_language()
+    assert language is not None
+    run = RunRequest(code=body.code, language=language, stdin=stdin, files=files, collect=list(body.fetch_files),
+                     limits=limits)
+    try:
+        [result] = await _admitted_run(services, backend, [run])
+    except ApiError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a backend fault is SandboxError, never the program's verdict
+        log.exception("sandbox failure on /run_code")
+        return RunCodeResponse.sandbox_error(f"sandbox failure: {type(exc).__name__}: {exc}", _pod())
+    fetched = {name: base64.b64encode(text.encode("utf-8")).decode("ascii") for name, text in result.files.items()}
+    return to_response(result, _compiled(backend, language), fetched, _pod())
