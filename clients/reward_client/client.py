@@ -56,12 +56,13 @@ def _results(body: Any, n: int, path: str) -> List[Dict[str, Any]]:
 
 
 def _coalescer(config: ClientConfig, coalesce: bool, window_s: Optional[float], transport: Any) -> Optional[Coalescer]:
-    """Coalescing sends from a private loop thread with its own connections, so a custom transport rules it out."""
+    """Coalescing sends from a private loop thread with its own connections, so a custom transport rules it out.
+    Up to 4 batched requests are in flight (the sync client's own calls are one at a time per thread)."""
     if not coalesce:
         return None
     if transport is not None:
         raise ValueError("coalesce=True cannot use a custom transport")
-    return Coalescer(config, window_s=window_s)
+    return Coalescer(config, window_s=window_s, max_inflight=max(config.max_concurrency, 4))
 
 
 class RewardClient:

@@ -1,10 +1,12 @@
 """Client-side coalescing: many small calls from one process travel as a few batched HTTP requests.
 
 Trainers call reward code once per sample (verl's reward loop, OpenRLHF's reward_func, TRL's concurrent async
-reward functions); one request per sample costs a round trip and a server-side admission each. Calls that arrive
-within ``window_s`` of each other (``REWARD_CLIENT_COALESCE_WINDOW_MS``, 5 ms) are sent as one request of at most
-``max_items`` items. One caller's items always travel together (a GRPO group stays in one request); a caller with
-more than ``max_items`` items is sent on its own, chunked as usual.
+reward functions); one request per sample costs a round trip and a server-side admission each. Calls are gathered
+while they wait for a send slot: with fewer than ``max_inflight`` requests out, what has arrived is sent after
+``window_s`` (``REWARD_CLIENT_COALESCE_WINDOW_MS``, default 1 ms); with every slot busy, arrivals accumulate until
+one frees, so batches grow with load and a lone caller waits no more than the window. A request holds at most
+``max_items`` items; one caller's items always travel together (a GRPO group stays in one request), and a caller
+with more than ``max_items`` items is sent on its own, chunked as usual.
 
 The batching runs on one private event loop thread per process, so sync callers in thread pools and async callers
 on any event loop share it, and no httpx client is ever used from a loop it was not made on.
@@ -26,7 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from reward_client.client import AsyncRewardClient
 
 WINDOW_ENV = "REWARD_CLIENT_COALESCE_WINDOW_MS"
-DEFAULT_WINDOW_S = 0.005
+DEFAULT_WINDOW_S = 0.001
 T = TypeVar("T")
 Send = Callable[[List[Any]], Awaitable[List[Any]]]
 SendWith = Callable[["AsyncRewardClient", List[Any]], Awaitable[List[Any]]]
@@ -55,12 +57,14 @@ class Batcher:
     own); the other submissions are sent again without it.
     """
 
-    def __init__(self, send: Send, window_s: float, max_items: int) -> None:
-        if max_items < 1 or window_s < 0:
-            raise ValueError("max_items must be at least 1 and window_s not negative")
+    def __init__(self, send: Send, window_s: float, max_items: int, max_inflight: int = 4) -> None:
+        if max_items < 1 or window_s < 0 or max_inflight < 1:
+            raise ValueError("max_items and max_inflight must be at least 1 and window_s not negative")
         self._send = send
         self.window_s = window_s
         self.max_items = max_items
+        self.max_inflight = max_inflight
+        self._inflight = 0
         self._pending: List[_Entry] = []
         self._count = 0
         self._timer: Optional[asyncio.TimerHandle] = None
@@ -83,9 +87,14 @@ class Batcher:
         self._count += len(items)
         if self._count >= self.max_items:
             self._flush()
-        elif self._timer is None:
-            self._timer = loop.call_later(self.window_s, self._flush)
+        else:
+            self._arm()
         return await entry.future
+
+    def _arm(self) -> None:
+        """Start the window when a send slot is free; with none free, the next finished send flushes instead."""
+        if self._pending and self._timer is None and self._inflight < self.max_inflight:
+            self._timer = asyncio.get_running_loop().call_later(self.window_s, self._flush)
 
     def _flush(self) -> None:
         if self._timer is not None:
@@ -104,32 +113,42 @@ class Batcher:
         wire = [item for e in entries for item in e.items]
         self.requests += 1
         self.items += len(wire)
+        self._inflight += 1
         try:
             results = await self._send(wire)
         except RequestRejected as exc:
-            bad = _rejected_index(exc)
-            if bad is None or len(entries) == 1:
-                _fail(entries, exc)
-                return
-            start = 0
-            for i, e in enumerate(entries):
-                if start <= bad < start + len(e.items):
-                    _fail([e], shift_loc(exc, -start))
-                    await self._run(entries[:i] + entries[i + 1:])
-                    return
-                start += len(e.items)
-            _fail(entries, exc)
-            return
+            rejected: Optional[RequestRejected] = exc
         except BaseException as exc:  # noqa: BLE001 - every caller must hear about it, cancellation included
             _fail(entries, exc)
             if not isinstance(exc, Exception):
                 raise
+            return
+        else:
+            rejected = None
+        finally:
+            self._inflight -= 1
+            if self._pending and self._inflight < self.max_inflight:
+                self._flush()  # what piled up while every slot was busy goes now
+        if rejected is not None:
+            await self._isolate(entries, rejected)
             return
         start = 0
         for e in entries:
             if not e.future.done():
                 e.future.set_result(results[start:start + len(e.items)])
             start += len(e.items)
+
+    async def _isolate(self, entries: List[_Entry], exc: RequestRejected) -> None:
+        """Fail the submission holding the rejected item, in its own indices; send the others again."""
+        bad = _rejected_index(exc)
+        start = 0
+        for i, e in enumerate(entries):
+            if bad is not None and len(entries) > 1 and start <= bad < start + len(e.items):
+                _fail([e], shift_loc(exc, -start))
+                await self._run(entries[:i] + entries[i + 1:])
+                return
+            start += len(e.items)
+        _fail(entries, exc)
 
 
 def _fail(entries: Sequence[_Entry], exc: BaseException) -> None:
@@ -185,10 +204,11 @@ class Coalescer:
     """
 
     def __init__(self, config: ClientConfig, *, window_s: Optional[float] = None, max_items: Optional[int] = None,
-                 ) -> None:
+                 max_inflight: Optional[int] = None) -> None:
         self.config = config
         self.window_s = default_window_s() if window_s is None else window_s
         self.max_items = max_items or config.chunk_size
+        self.max_inflight = max_inflight or config.max_concurrency
         self._thread = LoopThread()
         self._client: Optional["AsyncRewardClient"] = None
         self._batchers: Dict[str, Batcher] = {}
@@ -201,7 +221,7 @@ class Coalescer:
 
             c = self.config
             self._client = AsyncRewardClient(c.base_url, token=c.token, timeout=c.timeout, retry=c.retry,
-                                             chunk_size=c.chunk_size, max_concurrency=c.max_concurrency,
+                                             chunk_size=c.chunk_size, max_concurrency=self.max_inflight,
                                              headers=c.headers)
             self._batchers = {}
             self._pid = os.getpid()
@@ -211,7 +231,8 @@ class Coalescer:
         client = self._client_here()
         batcher = self._batchers.get(route)
         if batcher is None:
-            batcher = self._batchers[route] = Batcher(lambda batch: send(client, batch), self.window_s, self.max_items)
+            batcher = self._batchers[route] = Batcher(lambda batch: send(client, batch), self.window_s,
+                                                      self.max_items, self.max_inflight)
         return await batcher.submit(items)
 
     # --- from any thread or loop ---
