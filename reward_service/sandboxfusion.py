@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import math
+import signal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -115,7 +116,7 @@ def _compile_step(result: RunResult) -> tuple[CommandRunResult, bool]:
         return CommandRunResult(status=CommandStatus.FINISHED, return_code=0, stdout="",
                                 stderr=result.compile_output), True
     output = result.compile_output or result.stderr
-    if result.exit_code is None and result.signal is None:  # killed at the server's compile budget
+    if (result.exit_code is None and result.signal is None) or result.signal == signal.SIGXCPU:  # compile budget
         return CommandRunResult(status=CommandStatus.TIME_LIMIT_EXCEEDED, execution_time=_seconds(result.wall_ms),
                                 stdout=result.stdout, stderr=output), False
     code = -result.signal if result.signal else (result.exit_code or 1)
