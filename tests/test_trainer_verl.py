@@ -1,8 +1,9 @@
 """verl 0.9's real reward loop (RewardLoopWorker + NaiveRewardManager) with our reward file loaded from the documented
 config key ``reward.custom_reward_function.path``, scoring against the real server.
 
-verl itself is installed without its GPU dependencies (the ``trainers`` extra installs it with ``--no-deps`` plus
-what this path imports: tensordict, omegaconf, hydra-core, aiohttp, ray); the reward loop runs unchanged on CPU.
+The config is composed by Hydra from verl's own ``ppo_trainer`` with the command-line overrides docs/trainers.md
+gives, so the documented lines are the tested ones. verl itself is installed without its GPU dependencies
+(``--no-deps`` plus what this path imports, the ``trainers`` extra); the reward loop runs unchanged on CPU.
 """
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ import pytest
 
 verl = pytest.importorskip("verl")
 reward_loop = pytest.importorskip("verl.experimental.reward_loop.reward_loop")
+hydra = pytest.importorskip("hydra")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
+from hydra import compose, initialize_config_dir  # noqa: E402
 from verl import DataProto  # noqa: E402
 from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager  # noqa: E402
 from verl.utils.ray_utils import get_event_loop  # noqa: E402
@@ -41,17 +43,29 @@ def routes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REWARD_CLIENT_VERL_ROUTES", json.dumps({"capitals": "exact_match"}))
 
 
+def verl_config(overrides: list[str]):
+    """What ``python -m verl.trainer.main_ppo OVERRIDES...`` composes (its Hydra entry: config_name ppo_trainer)."""
+    with initialize_config_dir(config_dir=str(Path(verl.__file__).parent / "trainer" / "config"), version_base=None):
+        return compose(config_name="ppo_trainer", overrides=overrides)
+
+
 def worker(tokenizer_dir: Path, server: LiveServer, name: str) -> reward_loop.RewardLoopWorker:
-    """verl's default PPO config with the overrides a user passes on the command line."""
-    config = OmegaConf.load(Path(verl.__file__).parent / "trainer" / "config" / "_generated_ppo_trainer.yaml")
-    config.merge_with_dotlist([
+    config = verl_config([
         f"actor_rollout_ref.model.path={tokenizer_dir}",
-        f"reward.custom_reward_function.path={shipped.__file__}",
+        f"reward.custom_reward_function.path={shipped.__file__}",  # the lines of docs/trainers.md
         f"reward.custom_reward_function.name={name}",
-        f"reward.custom_reward_function.reward_kwargs.reward_service_url={server.url}",
-        "reward.custom_reward_function.reward_kwargs.retry_budget_s=600",
+        f"+reward.custom_reward_function.reward_kwargs.reward_service_url={server.url}",
+        "+reward.custom_reward_function.reward_kwargs.retry_budget_s=600",
     ])
     return reward_loop.RewardLoopWorker(config)
+
+
+def test_the_legacy_top_level_key_is_not_what_verl_09_reads(tokenizer_dir: Path) -> None:
+    """verl 0.9 accepts a top-level custom_reward_function block, but its reward loop reads reward.* only."""
+    config = verl_config([f"actor_rollout_ref.model.path={tokenizer_dir}",
+                          f"custom_reward_function.path={shipped.__file__}", "custom_reward_function.name=compute_score"])
+    assert config.reward.custom_reward_function.path is None
+    assert reward_loop.RewardLoopWorker(config).reward_manager.compute_score.__name__ == "default_compute_score"
 
 
 def rollouts(tokenizer_dir: Path, responses: list[str], truths: list[str], infos: list[dict]) -> DataProto:
