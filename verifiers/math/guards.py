@@ -25,6 +25,13 @@ MAX_EXACT_DIGITS = 20_000
 MAX_NUMERIC_LOG10 = 1e9
 MAX_FACTORIAL = 5_000
 MAX_SERIES_TERMS = 500  # a written-out sum or product is evaluated term by term
+# Unevaluated calculus in an answer: evaluating it means symbolic integration (Risch, Meijer G), adaptive quadrature
+# at 60 digits or Gruntz's limit algorithm, none with a time bound (\int_0^{100} x^{50} e^{-x} \sin x dx ran past
+# 40 s). Such a value only matches when spelled exactly as the reference spells it.
+UNBOUNDED_OPERATORS = (sympy.Integral, sympy.Limit)
+# Tree size (sympy.count_ops) up to which sympy's simplify or set solving is tried; on real answers these steps see
+# at most 16 operations (ProcessBench: 3,397 rows), and their cost grows much faster than the tree.
+MAX_SIMPLIFY_OPS = 80
 # A function evaluated at a number with more digits than this (sin(10^{10^7}), log(10^{10^8})) needs that many digits
 # of working precision, or the integer itself built: minutes, though the value is small. Such an argument is refused.
 MAX_FUNCTION_ARG_LOG10 = 10_000
@@ -103,6 +110,14 @@ def log10_size(expr: sympy.Basic) -> float:
         return sum(log10_size(a) for a in expr.args)
     sizes = [log10_size(a) for a in expr.args] if expr.args else [1.0]
     return max(sizes) + math.log10(len(sizes) + 1)
+
+
+def check_evaluable(*exprs: sympy.Basic) -> None:
+    """Raise ``TooLarge`` when comparing by value would evaluate an integral or a limit (see UNBOUNDED_OPERATORS)."""
+    for expr in exprs:
+        if isinstance(expr, sympy.Basic) and expr.has(*UNBOUNDED_OPERATORS):
+            kind = "an integral" if expr.has(sympy.Integral) else "a limit"
+            raise TooLarge(f"{kind} is not evaluated (no time bound); only an identical spelling matches")
 
 
 def check_size(expr: sympy.Basic) -> float:

@@ -25,7 +25,9 @@ from sympy.core.function import AppliedUndef
 from sympy.matrices.matrixbase import MatrixBase
 
 from verifiers.math.fastparse import fast_parse
-from verifiers.math.guards import MAX_EXACT_DIGITS, TooLarge, check_size
+from verifiers.math.guards import (
+    MAX_EXACT_DIGITS, MAX_SIMPLIFY_OPS, UNBOUNDED_OPERATORS, TooLarge, check_evaluable, check_size,
+)
 from verifiers.math.normalize import is_prose, plain_to_latex, strip_decorations
 
 _PREC = 60
@@ -177,6 +179,7 @@ def exprs_equal(gold: sympy.Basic, pred: sympy.Basic, rel_tol: float) -> bool:
     g_syms, p_syms = gold.free_symbols, pred.free_symbols
     if g_syms != p_syms:
         return False
+    check_evaluable(gold, pred)
     g_size, p_size = check_size(gold), check_size(pred)
     tol = sympy.Float(rel_tol, _PREC) if (_has_float(gold) or _has_float(pred)) else _EXACT_TOL
     if not g_syms:
@@ -213,9 +216,11 @@ def _exact_rational(expr: sympy.Basic) -> sympy.Rational | None:
 
 
 def _structural(gold: sympy.Basic, pred: sympy.Basic) -> bool:
-    """Last resort for expressions with unknown functions: sympy's own simplification of the difference."""
+    """Last resort for expressions with unknown functions: sympy's own simplification of the difference, only on
+    trees small enough for it (``MAX_SIMPLIFY_OPS``; a larger difference is not proven zero)."""
     try:
-        return sympy.simplify(gold - pred) == 0
+        difference = gold - pred
+        return sympy.count_ops(difference) <= MAX_SIMPLIFY_OPS and sympy.simplify(difference) == 0
     except Exception:
         return False
 
@@ -287,8 +292,9 @@ def _same_name(a: sympy.Basic, b: sympy.Basic) -> dict[sympy.Basic, sympy.Basic]
 def _proportional(a: sympy.Basic, b: sympy.Basic, positive: bool) -> bool:
     """``a = k·b`` for one nonzero constant k (k > 0 when ``positive``), tested at the shared test points."""
     syms = sorted(a.free_symbols | b.free_symbols, key=lambda s: s.name)
+    check_evaluable(a, b)
     if a.free_symbols != b.free_symbols or not syms or len(syms) > len(_TEST_POINTS[0]):
-        return sympy.simplify(a - b) == 0 if not syms else _structural(a, b)
+        return _structural(a, b)
     check_size(a), check_size(b)
     ratios = []
     for values in _TEST_POINTS:
@@ -321,7 +327,8 @@ def _as_set(expr: sympy.Basic) -> sympy.Basic | None:
     if isinstance(expr, (sympy.Rel, sympy.And, sympy.Or)) and not isinstance(expr, (sympy.Equality, sympy.Unequality)):
         if any(not isinstance(f, sympy.Abs) for f in expr.atoms(sympy.Function)):
             return None  # sympy solves trigonometric or exponential conditions by periodicity analysis: slow, unbounded
-        if len(expr.free_symbols) == 1:
+        if len(expr.free_symbols) == 1 and sympy.count_ops(expr) <= MAX_SIMPLIFY_OPS and not expr.has(
+                *UNBOUNDED_OPERATORS):
             try:
                 return expr.as_set()
             except Exception:
