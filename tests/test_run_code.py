@@ -150,6 +150,12 @@ def test_memory_limit_is_a_failed_run(verl_sf: ModuleType, url: str) -> None:
     assert r["run_result"]["status"] == "Finished" and r["run_result"]["return_code"] != 0
 
 
+def test_output_over_the_cap_is_a_failed_run(verl_sf: ModuleType, url: str) -> None:
+    r = _call(verl_sf, url, "import sys\nsys.stdout.write('x' * (64 << 20))", "python")
+    assert r["status"] == "Failed" and "output" in r["message"]
+    assert r["run_result"]["status"] == "Finished" and r["run_result"]["return_code"] != 0
+
+
 def test_files_in_and_fetch_files_out(server: LiveServer) -> None:
     body = {"code": "import pathlib\nprint(open('data/in.txt').read().upper(), end='')\n"
                     "pathlib.Path('out.txt').write_text('written')",
@@ -171,6 +177,16 @@ def test_language_sandboxfusion_knows_but_we_do_not_offer_is_sandbox_error(verl_
     results, meta = verl_sf.check_correctness(url, {"inputs": [""], "outputs": ["1"]}, "<?php echo 1;",
                                               language="php")
     assert results == [-1] and meta[0]["status"] == "sandbox_error"  # verl's "not the program's fault"
+
+
+def test_disabled_sandbox_is_sandbox_error_never_a_verdict(verl_sf: ModuleType, tmp_path: Path) -> None:
+    with run_server(tmp_path, {"REWARD_SERVICE_SANDBOX_BACKEND": "none", "REWARD_SERVICE_WORKERS": "1"}) as live:
+        r = _call(verl_sf, f"{live.url}/run_code", "print(1)", "python")
+        results, meta = verl_sf.check_correctness(f"{live.url}/run_code", {"inputs": [""], "outputs": ["1"]},
+                                                  "print(1)")
+    assert r["status"] == "SandboxError" and "sandbox_backend=none" in r["message"]
+    assert (r["compile_result"], r["run_result"]["status"]) == (None, "Error")
+    assert results == [-1] and meta[0]["status"] == "sandbox_error"
 
 
 @pytest.mark.parametrize("patch, field", [

@@ -75,7 +75,8 @@ def _unavailable(backend: Any, body: RunCodeRequest) -> str:
     if ours is None:
         return f"language {body.language!r} is not offered by this server (see GET /v1/sandbox/languages)"
     if not backend.languages().get(ours):
-        reason = (getattr(backend, "language_info", dict)().get(ours) or {}).get("reason", "")
+        info = getattr(backend, "language_info", dict)().get(ours) or {}
+        reason = info.get("reason") or getattr(backend, "reason", "")  # a disabled sandbox says why
         return f"language {body.language!r} is not available on this host" + (f": {reason}" if reason else "")
     return ""
 
