@@ -88,7 +88,7 @@ def _compiled(backend: Any, language: str) -> bool:
     return any(spec.name == language and spec.compile for spec in LANGUAGES)
 
 
-@router.post("/run_code", response_model=RunCodeResponse, response_model_exclude_none=False)
+@router.post("/run_code", response_model=RunCodeResponse)
 async def run_code(body: RunCodeRequest, request: Request) -> RunCodeResponse:
     services = request.app.state.services
     if services.runtime is None or services.admission.draining:
