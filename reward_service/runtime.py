@@ -53,7 +53,8 @@ class Runtime:
             waiting.append("worker pool")
         for name, resource in self.resources.items():
             if getattr(resource, "ready", True) is False:
-                waiting.append(name)
+                reason = getattr(resource, "not_ready_reason", "")
+                waiting.append(f"{name}: {reason}" if reason else name)
         return waiting
 
     @classmethod

@@ -1,11 +1,16 @@
-"""The default backend: bubblewrap namespaces + rlimits, with a warm pool of pre-started sandboxes.
+"""The default backend: bubblewrap namespaces + rlimits + seccomp + a memory cgroup, with a warm pool of pre-started
+sandboxes.
 
-Isolation model (README "Sandbox"): every run gets its own pid, net, mount, ipc, uts and user namespaces; the
-system is visible read-only and only through an allow-list of directories; /work and /tmp are private size-capped
-tmpfs mounts that vanish with the sandbox; the environment is cleared. When the service runs as root, bwrap runs
-privileged and the supervisor drops to a uid of its own per sandbox (so RLIMIT_NPROC counts only that sandbox's
-processes and no file owned by root is readable), then enters an unprivileged user namespace. Killing bwrap kills
-the namespace's pid 1 and with it every process the program started, setsid or not.
+Isolation model (README "Security"): every run gets its own pid, net, mount, ipc, uts and user namespaces; the
+system is visible read-only and only through an allow-list of directories (the interpreter and toolchains outside
+the system directories are bound at neutral paths under /.sandbox/host, so no host layout shows); /etc holds only
+what the loader needs and a passwd of its own; the run's writable storage is one tmpfs of the request's ``disk_mb``
+behind /work, /tmp and /dev/shm; the environment is cleared. When the service runs as root, bwrap runs privileged
+and the supervisor drops to a uid of its own per sandbox (so RLIMIT_NPROC counts only that sandbox's processes and
+no file owned by root is readable). The supervisor is the namespace's pid 1: killing bwrap kills it and with it
+every process the program started, setsid or not. Programs run with no capabilities, no_new_privs and the filter of
+``sandbox.seccomp``; where the host has a memory cgroup hierarchy, each sandbox gets its own group whose limit
+counts everything the run holds in RAM.
 """
 from __future__ import annotations
 
@@ -15,21 +20,28 @@ import glob
 import json
 import logging
 import os
+import signal
 import site
 import sys
+import sysconfig
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from sandbox import seccomp
 from sandbox.api import Limits, RunRequest, RunResult, RunStatus
+from sandbox.cgroups import MemoryCgroups, MemoryGroup
 from sandbox.languages import ResolvedLanguage, canonical_name, resolve_all
 from sandbox.limits import clamp
 from sandbox.outcome import Observed, classify
+from sandbox.paths import files_problem, path_problem
 
 log = logging.getLogger("sandbox.bwrap")
 
 LAUNCHER = Path(__file__).with_name("launcher.py")
 LAUNCHER_IN_SANDBOX = "/.sandbox/launcher.py"
+HOST_MOUNTS = "/.sandbox/host"  # where non-system directories (the interpreter's prefix, toolchains) are bound
 BASE_ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "HOME": "/tmp",
@@ -40,8 +52,10 @@ BASE_ENV = {
 }
 # Read-only system paths every sandbox sees (missing ones are skipped). Deliberately not all of /etc.
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc/ld.so.cache", "/etc/ld.so.conf",
-                "/etc/ld.so.conf.d", "/etc/alternatives", "/etc/localtime", "/etc/passwd", "/etc/group")
+                "/etc/ld.so.conf.d", "/etc/alternatives", "/etc/localtime")
 SYSTEM_GLOBS = ("/etc/java-*", "/etc/ssl/certs")
+SYSTEM_PREFIXES = ("/usr/", "/bin/", "/sbin/", "/lib/", "/lib32/", "/lib64/", "/etc/")
+OVERHEAD_MB = 64  # the supervisor's interpreter and kernel bookkeeping, on top of memory_mb + disk_mb
 
 
 @dataclass
@@ -56,8 +70,8 @@ class BwrapConfig:
     compile_memory_mb: int = 2048
     compile_output_bytes: int = 64 * 1024
     collect_bytes: int = 1 << 20
-    tmp_mb: int = 256  # size of the sandbox's /tmp
     languages: list[str] | None = None  # None: every known language whose toolchain exists
+    memory_cgroup: str = "auto"  # "auto": use one where the host allows; "off"; or the path of a delegated cgroup
 
     def __post_init__(self) -> None:
         self.caps = self.caps or Limits(wall_s=60, cpu_s=60, memory_mb=4096, processes=256, file_size_mb=256,
@@ -67,15 +81,52 @@ class BwrapConfig:
             self.max_concurrent = 2 * (os.cpu_count() or 1)
 
 
-def _mount_args(paths: list[str]) -> list[str]:
-    """--ro-bind each path (symlinks as symlinks), creating world-readable parents for deep ones like pyenv's."""
+def _is_system(path: str) -> bool:
+    return any((path + "/").startswith(p) for p in SYSTEM_PREFIXES)
+
+
+class PathMap:
+    """Host directories as the sandbox sees them: system ones at their own path, the rest under /.sandbox/host/N.
+
+    Binding the interpreter's prefix at a neutral path keeps the host's layout (home directories, venv locations)
+    out of the sandbox, and works where the host path is one the sandbox covers with its own mounts (a venv under
+    /tmp, where pip, CI and many users put it)."""
+
+    def __init__(self) -> None:
+        self.binds: list[tuple[str, str]] = []  # (host, inside), in bind order
+        self._neutral = 0
+
+    def add(self, host: str) -> str:
+        host = os.path.realpath(host)
+        for src, dst in self.binds:
+            if host == src or host.startswith(src + "/"):
+                return dst + host[len(src):]
+        if _is_system(host):
+            inside = host
+        else:
+            inside = f"{HOST_MOUNTS}/{self._neutral}"
+            self._neutral += 1
+        self.binds.append((host, inside))
+        return inside
+
+    def inside(self, host: str) -> str:
+        real = os.path.realpath(host)
+        for src, dst in self.binds:
+            if real == src or real.startswith(src + "/"):
+                return dst + real[len(src):]
+        return host
+
+
+def _mount_args(paths: list[str], mapped: PathMap, files: list[tuple[str, str]]) -> list[str]:
+    """--ro-bind each path (symlinks as symlinks), creating world-readable parents for deep ones."""
     args: list[str] = []
     made: set[str] = {"/"}
     bound: list[str] = []
-    for path in paths:
-        if not os.path.lexists(path) or any(path == b or path.startswith(b + "/") for b in bound):
+    targets = [(p, p) for p in paths] + list(mapped.binds) + files
+    for src, dest in targets:
+        if not os.path.lexists(src) or any(dest == b or dest.startswith(b + "/") for b in bound):
             continue
-        parent = os.path.dirname(path)
+        parent = os.path.dirname(dest)
         chain = []
         while parent not in made and not any(parent == b or parent.startswith(b + "/") for b in bound):
             chain.append(parent)
@@ -83,34 +134,90 @@ def _mount_args(paths: list[str]) -> list[str]:
         for d in reversed(chain):
             args += ["--perms", "0755", "--dir", d]
             made.add(d)
-        if os.path.islink(path) and os.path.dirname(path) == "/":
-            args += ["--symlink", os.readlink(path), path]
+        if src == dest and os.path.islink(src) and os.path.dirname(src) == "/":
+            args += ["--symlink", os.readlink(src), src]
         else:
-            args += ["--ro-bind", path, path]
-            bound.append(path)
+            args += ["--ro-bind", src, dest]
+            bound.append(dest)
     return args
 
 
-def _python_paths() -> tuple[list[str], list[str]]:
-    """Directories the interpreter needs, and the site-packages a program may import from (numpy, ...)."""
-    roots = {sys.base_prefix, sys.prefix, str(Path(os.path.realpath(sys.executable)).parent.parent)}
-    packages = [p for p in site.getsitepackages() if os.path.isdir(p)]
-    return sorted(roots), packages
+@dataclass
+class PythonPaths:
+    executable: str  # the base interpreter, as the sandbox sees it
+    site_packages: list[str]  # as the sandbox sees them
+    library_path: str  # LD_LIBRARY_PATH for a shared libpython bound away from its build path ("" if not needed)
+
+
+def _python_paths(mapped: PathMap) -> PythonPaths:
+    """The base interpreter (never a venv's shim: its pyvenv.cfg points at host paths) and the site-packages a
+    program may import from (numpy, ...), bound through ``mapped``."""
+    base_exe = os.path.realpath(getattr(sys, "_base_executable", "") or sys.executable)
+    prefix = os.path.realpath(sys.base_prefix)
+    root = prefix if base_exe.startswith(prefix + "/") else str(Path(base_exe).parent.parent)
+    mapped.add(root)
+    packages = [mapped.add(p) for p in site.getsitepackages() if os.path.isdir(p)]
+    library_path = ""
+    libdir = sysconfig.get_config_var("LIBDIR") or ""
+    if sysconfig.get_config_var("Py_ENABLE_SHARED") and libdir and mapped.inside(libdir) != os.path.realpath(libdir):
+        library_path = mapped.add(libdir)
+    return PythonPaths(mapped.inside(base_exe), packages, library_path)
+
+
+def _etc_files(uids: list[int]) -> dict[str, str]:
+    """A passwd and group of the sandbox's own: the host's users stay out of sight."""
+    users = ["root:x:0:0:root:/root:/usr/sbin/nologin", *(f"sandbox:x:{u}:{u}:sandbox:/tmp:/usr/sbin/nologin"
+                                                       for u in uids), "nobody:x:65534:65534:nobody:/:/usr/sbin/nologin"]
+    groups = ["root:x:0:", *(f"sandbox:x:{u}:" for u in uids), "nogroup:x:65534:"]
+    return {"passwd": "\n".join(users) + "\n", "group": "\n".join(groups) + "\n",
+            "hostname": "sandbox\n", "hosts": "127.0.0.1 localhost sandbox\n::1 localhost\n",
+            "nsswitch.conf": "passwd: files\ngroup: files\nhosts: files\n"}
+
+
+def _ppid(pid: str) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return -1
 
 
 class _Sandbox:
     """One started bwrap + supervisor, waiting for its single job."""
 
     def __init__(self, proc: asyncio.subprocess.Process, result: asyncio.StreamReader, transport: asyncio.BaseTransport,
-                 uid: int | None) -> None:
+                 uid: int | None, group: MemoryGroup | None = None) -> None:
         self.proc = proc
         self.result = result
         self.transport = transport
         self.uid = uid
+        self.group = group
+        self.supervisor: int | None = None  # a pidfd of the supervisor, the sandbox's pid 1
 
-    async def destroy(self) -> None:
+    def find_supervisor(self) -> None:
+        """Hold a pidfd of bwrap's child. The supervisor runs under another uid, so bwrap (which keeps no CAP_KILL)
+        cannot deliver its parent-death signal; the host kills it itself, by pidfd so a reused pid is never hit."""
+        pid = self.proc.pid
+        try:
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        except OSError:
+            children = [p for p in os.listdir("/proc") if p.isdigit() and _ppid(p) == pid]
+        if children:
+            with contextlib.suppress(OSError):
+                self.supervisor = os.pidfd_open(int(children[0]))
+
+    def kill(self) -> None:
+        """The supervisor first: as the namespace's pid 1 its death takes every process of the program with it."""
+        if self.supervisor is not None:
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(self.supervisor, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
             self.proc.kill()
+
+    async def destroy(self) -> None:
+        self.kill()
+        if self.supervisor is not None:
+            os.close(self.supervisor)
+            self.supervisor = None
         with contextlib.suppress(Exception):
             await self.proc.wait()
         self.transport.close()
@@ -137,28 +244,48 @@ class BwrapBackend:
 
     def __init__(self, config: BwrapConfig | None = None) -> None:
         self.config = config or BwrapConfig()
-        self._langs: dict[str, ResolvedLanguage] = resolve_all(self.config.languages)
-        roots, self._site_packages = _python_paths()
-        lang_binds = [b for lang in self._langs.values() if lang.available for b in lang.binds]
+        c = self.config
+        self._langs: dict[str, ResolvedLanguage] = resolve_all(c.languages)
+        mapped = PathMap()
+        self._python = _python_paths(mapped)
+        self._tools: dict[str, dict[str, str]] = {}
+        for name, lang in self._langs.items():
+            if lang.available:
+                for b in lang.binds:
+                    mapped.add(b)
+                self._tools[name] = {tool: mapped.inside(path) for tool, path in lang.tools.items()}
+        self._env = {**BASE_ENV, **({"LD_LIBRARY_PATH": self._python.library_path} if self._python.library_path
+                                    else {})}
         extra = [p for g in SYSTEM_GLOBS for p in sorted(glob.glob(g))]
         self._privileged = os.geteuid() == 0
-        c = self.config
+        slots = c.warm_pool + c.max_concurrent + 8
+        self._free_uids = list(range(c.uid_base, c.uid_base + slots)) if self._privileged else []
+        self._etc = tempfile.mkdtemp(prefix="reward-sandbox-etc-")
+        for name, text in _etc_files(self._free_uids or [os.getuid()]).items():
+            Path(self._etc, name).write_text(text)
+            os.chmod(Path(self._etc, name), 0o644)
+        etc_binds = [(str(Path(self._etc, name)), f"/etc/{name}") for name in sorted(os.listdir(self._etc))]
+        self._cgroups: MemoryCgroups | None = None
+        self._cgroup_reason = "disabled in the configuration (memory_cgroup=off)"
+        if c.memory_cgroup != "off":
+            self._cgroups, self._cgroup_reason = MemoryCgroups.detect(None if c.memory_cgroup == "auto"
+                                                                      else c.memory_cgroup)
+        self._filter = seccomp.build(refuse_memfd=self._cgroups is None)
         self._argv_head = [
             c.bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
             *([] if self._privileged else ["--unshare-user"]),
-            "--die-with-parent", "--new-session", "--clearenv", "--hostname", "sandbox",
+            "--die-with-parent", "--new-session", "--as-pid-1", "--clearenv", "--hostname", "sandbox",
             *(["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"] if self._privileged else []),
-            *_mount_args([*SYSTEM_PATHS, *extra, *roots, *lang_binds]),
+            *_mount_args([*SYSTEM_PATHS, *extra], mapped, etc_binds),
             "--perms", "0755", "--dir", "/.sandbox", "--ro-bind", str(LAUNCHER), LAUNCHER_IN_SANDBOX,
             "--proc", "/proc", "--dev", "/dev",
-            "--perms", "1777", "--size", str(c.tmp_mb << 20), "--tmpfs", "/tmp",
-            "--perms", "1777", "--size", str(c.caps.disk_mb << 20), "--tmpfs", "/work",
+            # mount points only: the supervisor mounts the run's own tmpfs on them when the job (and its disk_mb) is in
+            "--perms", "0755", "--dir", "/.rw", "--perms", "0755", "--dir", "/work", "--perms", "1777", "--dir", "/tmp",
             "--chdir", "/work",
             "--setenv", "PATH", BASE_ENV["PATH"],
-            sys.executable, "-S", "-I", LAUNCHER_IN_SANDBOX,
+            *(["--setenv", "LD_LIBRARY_PATH", self._python.library_path] if self._python.library_path else []),
+            self._python.executable, "-S", "-I", LAUNCHER_IN_SANDBOX,
         ]
-        slots = c.warm_pool + c.max_concurrent + 8
-        self._free_uids = list(range(c.uid_base, c.uid_base + slots)) if self._privileged else []
         self._uid_available = asyncio.Condition() if self._privileged else None
         self._slots = asyncio.Semaphore(c.max_concurrent)
         self._warm: asyncio.Queue[_Sandbox] = asyncio.Queue()
@@ -168,6 +295,26 @@ class BwrapBackend:
         self.ready = self.config.warm_pool == 0
         self.last_error = ""
         self.stats = {"runs": 0, "warm_hits": 0, "cold_starts": 0, "sandbox_errors": 0}
+
+    def isolation(self) -> dict[str, object]:
+        """What enforces each limit on this host (served in /readyz and the README's security section)."""
+        return {
+            "backend": "bwrap",
+            "privileged": self._privileged,
+            "capabilities": "none (effective, permitted, inheritable, bounding and ambient sets emptied)",
+            "seccomp": (f"{self._filter.arch} filter, {self._filter.length} instructions, refuses "
+                        f"{len(self._filter.refused)} syscalls and namespace-creating clone flags"
+                        if self._filter else "unavailable: no syscall table for this architecture"),
+            "memory": (self._cgroups.mechanism + ": memory_mb + disk_mb per run, counting memfd, shm and tmpfs"
+                       if self._cgroups else f"rlimits only, memfd refused (no memory cgroup: {self._cgroup_reason})"),
+            "disk": "one tmpfs of disk_mb per run behind /work, /tmp and /dev/shm",
+            "network": "none (own network namespace)",
+            "last_error": self.last_error,
+        }
+
+    @property
+    def not_ready_reason(self) -> str:
+        return "" if self.ready else (f"cannot start a sandbox: {self.last_error}" if self.last_error else "")
 
     # --- the Backend protocol -------------------------------------------------------------------------------
 
@@ -209,6 +356,12 @@ class BwrapBackend:
                 await self._refill_task
         while not self._warm.empty():
             await self._release(self._warm.get_nowait())
+        if self._cgroups is not None:
+            self._cgroups.close()
+        with contextlib.suppress(OSError):
+            for name in os.listdir(self._etc):
+                os.unlink(os.path.join(self._etc, name))
+            os.rmdir(self._etc)
 
     # --- pool -----------------------------------------------------------------------------------------------
 
@@ -222,6 +375,8 @@ class BwrapBackend:
 
     async def _release(self, box: _Sandbox) -> None:
         await box.destroy()
+        if box.group is not None and self._cgroups is not None:
+            self._cgroups.release(box.group)
         if box.uid is not None and self._uid_available is not None:
             async with self._uid_available:
                 self._free_uids.append(box.uid)
@@ -231,16 +386,23 @@ class BwrapBackend:
         uid = await self._take_uid()
         loop = asyncio.get_running_loop()
         r, w = os.pipe()
+        group: MemoryGroup | None = None
         try:
             ids = ["-", "-"] if uid is None else [str(uid), str(uid)]
+            argv = [*self._argv_head, str(w), *ids]
+            if self._cgroups is not None:
+                group = self._cgroups.create()
+                # join the group before bwrap exists, so every process of the sandbox is born inside it
+                argv = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(group.procs), *argv]
             proc = await asyncio.create_subprocess_exec(
-                *self._argv_head, str(w), *ids,
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                pass_fds=(w,), start_new_session=True,
+                *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                pass_fds=(w,), start_new_session=True, env={"PATH": BASE_ENV["PATH"]},
             )
         except BaseException:
             os.close(r)
             os.close(w)
+            if group is not None and self._cgroups is not None:
+                self._cgroups.release(group)
             if uid is not None:
                 self._free_uids.append(uid)
             raise
@@ -249,11 +411,16 @@ class BwrapBackend:
         transport, _ = await loop.connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(r, "rb", buffering=0)
         )
-        box = _Sandbox(proc, reader, transport, uid)
+        box = _Sandbox(proc, reader, transport, uid, group)
         try:
             line = await asyncio.wait_for(reader.readline(), timeout=30)
         except asyncio.TimeoutError:
             line = b""
+        except BaseException:  # cancelled (shutdown): never leave a half-started sandbox behind
+            await asyncio.shield(self._release(box))
+            raise
+        if line == b"R\n":
+            box.find_supervisor()
         if line != b"R\n":
             err = b""
             with contextlib.suppress(Exception):
@@ -263,6 +430,7 @@ class BwrapBackend:
         return box
 
     async def _refill_loop(self) -> None:
+        backoff = 1.0
         while not self._closed:
             await self._refill_wanted.wait()
             self._refill_wanted.clear()
@@ -270,12 +438,18 @@ class BwrapBackend:
                 try:
                     self._warm.put_nowait(await self._spawn())
                 except SandboxStartError as exc:
-                    # Do not hold /readyz hostage: the rest of the service works, and runs say what is wrong.
-                    log.error("cannot start a warm sandbox: %s", exc)
+                    # Not ready, and saying why (/readyz names it); log a new reason at once, a repeated one rarely.
+                    if str(exc) != self.last_error:
+                        log.error("cannot start a warm sandbox: %s", exc)
                     self.last_error = str(exc)
-                    self.ready = True
-                    await asyncio.sleep(1.0)
+                    self.ready = False
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, 60.0)
                     continue
+                backoff = 1.0
+                if self.last_error:
+                    log.info("warm sandboxes start again")
+                    self.last_error = ""
                 if self._warm.qsize() >= self.config.warm_pool:
                     self.ready = True
 
@@ -297,21 +471,27 @@ class BwrapBackend:
         compile_limits = {**lim, "cpu_s": c.compile_wall_s, "memory_mb": max(c.compile_memory_mb, limits.memory_mb),
                           "processes": max(spec.compile_processes, limits.processes),
                           "file_size_mb": max(limits.file_size_mb, 256), "open_files": max(limits.open_files, 1024)}
+        tools = self._tools.get(lang.spec.name, {})
+        py = self._python.executable
         return {
             "files": {**request.files, src: request.code},
             "source_file": src,
             "stdin": request.stdin,
             "args": list(request.args),
-            "env": {**BASE_ENV, **dict(spec.env)},
+            "env": {**self._env, **dict(spec.env)},
             "limits": lim,
-            "compile": lang.command(spec.compile, request.code, limits.memory_mb) if spec.compile else None,
+            "compile": lang.command(spec.compile, request.code, limits.memory_mb, py, tools) if spec.compile else None,
             "compile_limits": compile_limits,
             "compile_output_bytes": c.compile_output_bytes,
-            "run": lang.command(spec.run, request.code, limits.memory_mb),
+            "run": lang.command(spec.run, request.code, limits.memory_mb, py, tools),
             "inline_python": spec.inline_python,
-            "python_path": self._site_packages,
+            "python_path": self._python.site_packages,
             "collect": list(request.collect),
             "collect_bytes": c.collect_bytes,
+            "disk_bytes": limits.disk_mb << 20,
+            "inodes": max(4096, limits.disk_mb * 256),
+            "seccomp": self._filter.program.hex() if self._filter else "",
+            "await_go": bool(spec.compile) and self._cgroups is not None,
         }
 
     async def _run(self, request: RunRequest) -> RunResult:
@@ -321,15 +501,24 @@ class BwrapBackend:
             raise ValueError(f"unknown language {request.language!r}")  # callers validate first; see check_request
         if not lang.available:
             return RunResult(RunStatus.SANDBOX_ERROR, reason=f"{name} is not available on this host: {lang.reason}")
+        problem = files_problem(list(request.files), program=lang.spec.file_for(request.code)) or next(
+            (p for p in map(path_problem, request.collect) if p), "")
+        if problem:  # the HTTP edge answers these with a 422; a library caller gets the same words
+            return RunResult(RunStatus.SANDBOX_ERROR, reason=f"invalid request: {problem}")
         limits = clamp(request.limits, self.config.caps)
-        job = json.dumps(self._job(request, lang, limits)).encode()
+        job = self._job(request, lang, limits)
+        payload = json.dumps(job).encode() + b"\n"
         async with self._slots:
             self.stats["runs"] += 1
             box = await self._take()
             try:
-                return await self._execute(box, job, limits, compiled=bool(lang.spec.compile))
+                return await self._execute(box, payload, limits, compiled=bool(lang.spec.compile))
             finally:
                 await self._release(box)
+
+    def _memory_limit_mb(self, limits: Limits, compiling: bool) -> int:
+        memory = max(self.config.compile_memory_mb, limits.memory_mb) if compiling else limits.memory_mb
+        return memory + limits.disk_mb + OVERHEAD_MB
 
     async def _execute(self, box: _Sandbox, job: bytes, limits: Limits, compiled: bool) -> RunResult:
         proc = box.proc
@@ -337,17 +526,24 @@ class BwrapBackend:
         overflow = asyncio.Event()
         out_task = asyncio.create_task(_read_capped(proc.stdout, limits.output_bytes, overflow))
         err_task = asyncio.create_task(_read_capped(proc.stderr, limits.output_bytes, overflow))
+        cgroup_mb = 0
+        if box.group is not None:
+            cgroup_mb = self._memory_limit_mb(limits, compiling=compiled)
+            box.group.set_limit(cgroup_mb << 20)
         t0 = time.perf_counter()
         proc.stdin.write(job)
         with contextlib.suppress(ConnectionError):
             await proc.stdin.drain()
-        proc.stdin.close()
+        awaiting_go = compiled and box.group is not None
+        if not awaiting_go:
+            proc.stdin.close()
 
         timed_out = compile_timed_out = False
         report: dict[str, object] | None = None
         run_started = t0
         deadline = t0 + (self.config.compile_wall_s if compiled else limits.wall_s)
         overflow_wait = asyncio.create_task(overflow.wait())
+        compile_oom = False
         try:
             while True:
                 line_task = asyncio.create_task(box.result.readline())
@@ -362,6 +558,20 @@ class BwrapBackend:
                     break
                 line = line_task.result()
                 if line == b"C\n":
+                    if awaiting_go and box.group is not None:
+                        # the compiler is done: the program gets its own (lower) limit before its first instruction
+                        compile_oom = box.group.oom_kills() > 0
+                        cgroup_mb = self._memory_limit_mb(limits, compiling=False)
+                        try:
+                            box.group.set_limit(cgroup_mb << 20)
+                        except OSError as exc:
+                            return await self._abort(box, out_task, err_task, RunResult(
+                                RunStatus.SANDBOX_ERROR, reason=f"cannot lower the run's memory limit after "
+                                                                f"compiling: {exc.strerror or exc}"))
+                        proc.stdin.write(b"G\n")
+                        with contextlib.suppress(ConnectionError):
+                            await proc.stdin.drain()
+                        proc.stdin.close()
                     run_started = time.perf_counter()
                     deadline = run_started + limits.wall_s
                     continue
@@ -371,41 +581,53 @@ class BwrapBackend:
         finally:
             overflow_wait.cancel()
         wall_ms = (time.perf_counter() - run_started) * 1000.0
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()  # the program's main process is done (or out of time): nothing it left behind survives
+        box.kill()  # the program's main process is done (or out of time): nothing it left behind survives
         stdout, out_trunc = await out_task
         stderr, err_trunc = await err_task
         await proc.wait()
+        oom = box.group is not None and box.group.oom_kills() > 0 and not compile_oom
         return self._result(report, stdout, stderr, out_trunc or err_trunc, wall_ms, limits,
                             timed_out=timed_out, compile_timed_out=compile_timed_out,
-                            exited=proc.returncode)
+                            oom_killed=oom, cgroup_mb=cgroup_mb)
+
+    async def _abort(self, box: _Sandbox, out_task: asyncio.Task[tuple[bytes, bool]],
+                     err_task: asyncio.Task[tuple[bytes, bool]], result: RunResult) -> RunResult:
+        box.kill()
+        await out_task
+        await err_task
+        await box.proc.wait()
+        return result
 
     def _result(self, report: dict[str, object] | None, stdout: bytes, stderr: bytes, truncated: bool,
                 wall_ms: float, limits: Limits, *, timed_out: bool, compile_timed_out: bool,
-                exited: int | None) -> RunResult:
+                oom_killed: bool = False, cgroup_mb: int = 0) -> RunResult:
         out = stdout.decode("utf-8", "replace")
         err = stderr.decode("utf-8", "replace")
         if compile_timed_out:
             return RunResult(RunStatus.COMPILE_ERROR, stdout=out, stderr=err, truncated=truncated, wall_ms=wall_ms,
                              reason=f"compilation exceeded {self.config.compile_wall_s:g}s")
+        if report is not None and report.get("phase") == "setup":
+            return RunResult(RunStatus.SANDBOX_ERROR, stdout=out, stderr=err, wall_ms=wall_ms,
+                             reason=f"sandbox set-up failed: {report.get('error', 'unknown error')}")
         if report is not None and report.get("phase") == "compile":
             return RunResult(RunStatus.COMPILE_ERROR, exit_code=report.get("exit_code"),  # type: ignore[arg-type]
                              signal=report.get("signal"), compile_output=str(report.get("compile_output", "")),  # type: ignore[arg-type]
                              wall_ms=wall_ms, reason="compilation failed")
-        if report is None and not timed_out and not truncated:
-            # The supervisor died before reporting. Only code inside the sandbox can do that (kill -9 -1 reaches it);
-            # a sandbox that never started is caught in _spawn.
-            return RunResult(RunStatus.RUNTIME_ERROR, stdout=out, stderr=err, wall_ms=wall_ms, signal=9,
-                             reason="the program killed its own sandbox supervisor (e.g. kill -9 -1)")
+        if report is None and not timed_out and not truncated and not oom_killed:
+            # The supervisor (the sandbox's pid 1, which the program cannot signal) died before reporting: that is
+            # the sandbox failing, never the program's verdict.
+            return RunResult(RunStatus.SANDBOX_ERROR, stdout=out, stderr=err, wall_ms=wall_ms,
+                             reason="the sandbox's supervisor exited without a report")
         rep = report or {}
         observed = Observed(
             exit_code=rep.get("exit_code"), signal=rep.get("signal"),  # type: ignore[arg-type]
             cpu_ms=float(rep.get("cpu_ms", 0.0)), max_rss_kb=int(rep.get("max_rss_kb", 0)),  # type: ignore[arg-type]
             stderr=err, stdout_tail=out[-2000:], timed_out=timed_out, output_exceeded=truncated,
+            oom_killed=oom_killed, cgroup_limit_mb=cgroup_mb,
         )
         status, reason = classify(observed, limits)
         return RunResult(
-            status, exit_code=observed.exit_code, signal=observed.signal if not timed_out else 9,
+            status, exit_code=observed.exit_code, signal=observed.signal if not (timed_out or oom_killed) else 9,
             stdout=out, stderr=err, wall_ms=wall_ms, cpu_ms=observed.cpu_ms, max_rss_kb=observed.max_rss_kb,
             truncated=truncated, compile_output=str(rep.get("compile_output", "")),
             files=dict(rep.get("files") or {}), reason=reason,  # type: ignore[arg-type]

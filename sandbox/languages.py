@@ -74,14 +74,17 @@ class ResolvedLanguage:
     binds: tuple[str, ...] = ()
     reason: str = ""
 
-    def command(self, template: tuple[str, ...], code: str, mem_mb: int) -> list[str]:
+    def command(self, template: tuple[str, ...], code: str, mem_mb: int, python: str = sys.executable,
+                tools: dict[str, str] | None = None) -> list[str]:
+        """The argv of one step; ``python`` and ``tools`` as the sandbox sees them (they may be bound elsewhere)."""
         src = self.spec.file_for(code)
+        paths = tools if tools is not None else self.tools
         out = []
         for part in template:
-            if part in self.tools:
-                out.append(self.tools[part])
+            if part in paths:
+                out.append(paths[part])
                 continue
-            out.append(part.format(python=sys.executable, src=src, mem=mem_mb, heap=max(16, mem_mb * 3 // 4),
+            out.append(part.format(python=python, src=src, mem=mem_mb, heap=max(16, mem_mb * 3 // 4),
                                    main=self.spec.main_name(code)))
         return out
 
@@ -129,3 +132,12 @@ def canonical_name(name: str) -> str:
         if lowered == spec.name or lowered in spec.aliases:
             return spec.name
     return lowered
+
+
+def source_file(name: str, code: str) -> str:
+    """The file the program itself is written to (``Main.java`` follows its public class)."""
+    canonical = canonical_name(name)
+    for spec in LANGUAGES:
+        if spec.name == canonical:
+            return spec.file_for(code)
+    return ""

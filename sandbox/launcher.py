@@ -1,52 +1,145 @@
-"""The supervisor that runs INSIDE each sandbox (started by bubblewrap as ``python -S -I launcher.py``).
+"""The supervisor that runs INSIDE each sandbox (started by bubblewrap as pid 1: ``python -S -I launcher.py``).
 
 Stdlib only and standalone: it is executed as a file inside the sandbox, never imported by the host. It starts,
-drops to an unprivileged uid in a fresh user namespace, announces itself on fd 3 and waits for ONE job on its stdin
-(JSON, until EOF). That wait is what makes a warm pool possible: namespace set-up and interpreter start-up happen
-before the job exists. It then writes the job's files, compiles if the language needs it, runs the program once,
-reports on fd 3 and exits; the host then destroys the whole sandbox. Python programs run in a forked child of this
-already-started interpreter (it never ran anyone's code before), so they skip interpreter start-up entirely.
+drops to an unprivileged uid, enters a user and mount namespace of its own, announces itself on the result fd and
+waits for ONE job on its stdin (one JSON line). That wait is what makes a warm pool possible: namespace set-up and
+interpreter start-up happen before the job exists.
+
+When the job arrives it mounts the run's writable storage (one tmpfs of the job's ``disk_mb``, seen at /work, /tmp
+and /dev/shm, so the budget is shared by every writable place), then drops every capability and makes itself
+non-dumpable, so nothing the program does can reach it through /proc. It writes the job's files, compiles if the
+language needs it, runs the program once under rlimits and the host's seccomp filter, reports on the result fd and
+exits; the host then destroys the whole sandbox. Python programs run in a forked child of this already-started
+interpreter (it never ran anyone's code before), so they skip interpreter start-up entirely.
+
+As pid 1 of the sandbox's pid namespace the supervisor cannot be killed from inside (``kill -9 -1`` spares it), and
+it reaps every orphan the program leaves.
 """
 import ctypes
 import json
 import os
 import resource
 import signal
+import stat
 import sys
 
 WORK = "/work"
+STAGING = "/.rw"
 RESULT_FD = 3  # replaced from argv: the host passes the pipe's number
+CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
+PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
+PR_CAPBSET_DROP = 24
+PR_SET_SECCOMP = 22
 PR_SET_NO_NEW_PRIVS = 38
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+SECCOMP_MODE_FILTER = 2
+MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 32, 4096, 16384, 1 << 18
+MNT_DETACH = 2
+
+libc = ctypes.CDLL(None, use_errno=True)
 
 
-def _drop_privileges(uid, gid):
-    """Become ``uid`` (real, in the host's user namespace) and then enter a user namespace of our own."""
-    libc = ctypes.CDLL(None, use_errno=True)
+class SetupError(Exception):
+    """The sandbox could not prepare the run: reported as phase "setup", which the host names sandbox_error."""
+
+
+def _check(ret, what):
+    if ret != 0:
+        err = ctypes.get_errno()
+        raise SetupError(f"{what}: {os.strerror(err)}")
+
+
+def _enter_namespaces(uid, gid):
+    """Become ``uid`` (root host only), then own a fresh user + mount namespace, where the run's storage is mounted."""
     if uid is not None:
         os.setgroups([])
         os.setresgid(gid, gid, gid)
         os.setresuid(uid, uid, uid)
-        libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # setuid cleared it; /proc/self/*_map needs it
-        if libc.unshare(CLONE_NEWUSER) != 0:
-            raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWUSER) failed")
-        with open("/proc/self/setgroups", "w") as f:
-            f.write("deny")
-        with open("/proc/self/uid_map", "w") as f:
-            f.write(f"{uid} {uid} 1")
-        with open("/proc/self/gid_map", "w") as f:
-            f.write(f"{gid} {gid} 1")
+    uid, gid = os.getuid(), os.getgid()
+    libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # setuid cleared it; writing /proc/self/*_map needs it
+    _check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare(CLONE_NEWUSER|CLONE_NEWNS)")
+    with open("/proc/self/setgroups", "w") as f:
+        f.write("deny")
+    with open("/proc/self/uid_map", "w") as f:
+        f.write(f"{uid} {uid} 1")
+    with open("/proc/self/gid_map", "w") as f:
+        f.write(f"{gid} {gid} 1")
+    # Credential changes (the uid, the new namespace's capabilities) cleared the parent-death signal bwrap set: as
+    # the namespace's pid 1 we must die with bwrap, or killing the sandbox would leave us behind.
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # from here on, no process of the program can open our /proc files
     libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    _check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make mounts private")
 
 
-def _read_all(fd):
+def _mount_storage(disk_bytes, inodes):
+    """One tmpfs of the job's size behind /work, /tmp and /dev/shm: every writable place shares ``disk_mb``."""
+    flags = MS_NOSUID | MS_NODEV
+    opts = f"size={disk_bytes},nr_inodes={inodes},mode=0755".encode()
+    _check(libc.mount(b"tmpfs", STAGING.encode(), b"tmpfs", flags, opts), "mount the run's tmpfs")
+    places = [(WORK, 0o755), ("/tmp", 0o1777)]
+    if os.path.isdir("/dev/shm"):
+        places.append(("/dev/shm", 0o1777))
+    for target, mode in places:
+        src = os.path.join(STAGING, target.strip("/").replace("/", "_"))
+        os.mkdir(src)
+        os.chmod(src, mode)
+        _check(libc.mount(src.encode(), target.encode(), None, MS_BIND, None), f"bind {target}")
+        _check(libc.mount(b"none", target.encode(), None, MS_REMOUNT | MS_BIND | flags, None), f"remount {target}")
+    _check(libc.umount2(STAGING.encode(), MNT_DETACH), "detach the staging mount")
+    os.chdir(WORK)
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def _drop_capabilities():
+    """Empty every capability set (bounding and ambient too), so no exec can gain one back."""
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as f:
+            last = int(f.read())
+    except (OSError, ValueError):
+        last = 63
+    for cap in range(last + 1):
+        libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
+    data = (_CapData * 2)()
+    _check(libc.capset(ctypes.byref(header), data), "capset")
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def _install_seccomp(program):
+    """In the child, just before the program: the host-built filter (sandbox/seccomp.py)."""
+    if not program:
+        return
+    buf = ctypes.create_string_buffer(program, len(program))
+    prog = _SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "cannot install the seccomp filter")
+
+
+def _read_line(fd):
     chunks = []
     while True:
         chunk = os.read(fd, 1 << 16)
         if not chunk:
-            return b"".join(chunks)
+            break
         chunks.append(chunk)
+        if chunk.endswith(b"\n"):
+            break
+    return b"".join(chunks)
 
 
 def _set_limits(lim):
@@ -63,6 +156,14 @@ def _set_limits(lim):
     cap(resource.RLIMIT_FSIZE, lim["file_size_mb"] << 20)
     cap(resource.RLIMIT_NOFILE, lim["open_files"])
     cap(resource.RLIMIT_CORE, 0)
+    cap(resource.RLIMIT_MEMLOCK, 0)
+
+
+def _confine_child(job, limits):
+    """Everything a child gets before its first instruction of tool or program code."""
+    _set_limits(limits)
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    _install_seccomp(bytes.fromhex(job.get("seccomp", "")))
 
 
 def _memfd(data, name):
@@ -86,6 +187,19 @@ def _status(st):
     return os.WEXITSTATUS(st), None
 
 
+def _wait(pid):
+    """Wait for ``pid``, reaping every orphan on the way (we are the namespace's init)."""
+    while True:
+        try:
+            got, st, usage = os.wait4(-1, 0)
+        except ChildProcessError:
+            return None, None
+        except InterruptedError:
+            continue
+        if got == pid:
+            return st, usage
+
+
 def _compile(job):
     """Run the compile step with captured, capped output; returns (ok, output, exit_code, signal)."""
     cap = job["compile_output_bytes"]
@@ -99,7 +213,7 @@ def _compile(job):
             os.closerange(3, 1 << 16)
             devnull = os.open("/dev/null", os.O_RDONLY)
             os.dup2(devnull, 0)
-            _set_limits(job["compile_limits"])
+            _confine_child(job, job["compile_limits"])
             os.execve(job["compile"][0], job["compile"], job["env"])
         except BaseException as exc:  # noqa: BLE001 - report and die, never return into the launcher
             os.write(2, f"cannot start compiler: {exc}\n".encode())
@@ -113,8 +227,8 @@ def _compile(job):
         if len(out) < cap:
             out += chunk[: cap - len(out)]
     os.close(r)
-    _, st, _ = os.wait4(pid, 0)
-    code, sig = _status(st)
+    st, _ = _wait(pid)
+    code, sig = _status(st) if st is not None else (None, None)
     return code == 0, out.decode("utf-8", "replace"), code, sig
 
 
@@ -148,8 +262,7 @@ def _start_program(job, stdin_fd):
         os.dup2(stdin_fd, 0)
         os.closerange(3, 1 << 16)
         os.chdir(WORK)
-        _set_limits(job["limits"])
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        _confine_child(job, job["limits"])
         if job.get("inline_python"):
             sys.stdin = open(0, "r", closefd=False)
             return 0
@@ -161,15 +274,42 @@ def _start_program(job, stdin_fd):
 
 
 def _collect(names, cap):
+    """Read back regular files only, never following a symlink and never blocking (FIFOs, devices)."""
     files = {}
     for rel in names:
-        path = os.path.join(WORK, rel)
         try:
-            with open(path, "rb") as f:
-                files[rel] = f.read(cap).decode("utf-8", "replace")
+            fd = os.open(os.path.join(WORK, rel), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
             continue
+        try:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                data = bytearray()
+                while len(data) < cap:
+                    chunk = os.read(fd, cap - len(data))
+                    if not chunk:
+                        break
+                    data += chunk
+                files[rel] = bytes(data).decode("utf-8", "replace")
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
     return files
+
+
+def _report(report):
+    os.write(RESULT_FD, json.dumps(report).encode())
+
+
+def _setup(job):
+    """Storage, privileges and the job's files; anything failing here is the sandbox's problem, not the program's."""
+    _mount_storage(job["disk_bytes"], job["inodes"])
+    _drop_capabilities()
+    try:
+        _write_files(job["files"])
+    except OSError as exc:
+        raise SetupError(f"cannot write the run's files: {exc.strerror or exc}") from None
+    return _memfd(job["stdin"].encode(), "stdin")
 
 
 def main():
@@ -177,34 +317,41 @@ def main():
     RESULT_FD = int(sys.argv[1])
     uid = int(sys.argv[2]) if sys.argv[2] != "-" else None
     gid = int(sys.argv[3]) if sys.argv[3] != "-" else None
-    _drop_privileges(uid, gid)
+    _enter_namespaces(uid, gid)
     os.write(RESULT_FD, b"R\n")  # ready: the host may now hand us a job
-    job = json.loads(_read_all(0))
-    os.chdir(WORK)
-    _write_files(job["files"])
-    stdin_fd = _memfd(job["stdin"].encode(), "stdin")
+    job = json.loads(_read_line(0))
+    try:
+        stdin_fd = _setup(job)
+    except (SetupError, OSError) as exc:
+        _report({"phase": "setup", "error": str(exc)})
+        return None
     report = {"phase": "run"}
     if job.get("compile"):
         ok, output, code, sig = _compile(job)
         report["compile_output"] = output
         if not ok:
             report.update(phase="compile", exit_code=code, signal=sig)
-            os.write(RESULT_FD, json.dumps(report).encode())
+            _report(report)
             return None
     os.write(RESULT_FD, b"C\n")  # the program starts now: the host starts its wall clock
+    if job.get("await_go"):
+        _read_line(0)  # the host lowers the memory limit from the compiler's to the program's, then says go
     pid = _start_program(job, stdin_fd)
     if pid == 0:
         return job  # we are the child and the program is inline Python
     os.close(stdin_fd)
     os.close(0)
-    _, st, usage = os.wait4(pid, 0)
+    st, usage = _wait(pid)
+    if st is None or usage is None:
+        _report({"phase": "setup", "error": "the supervisor lost track of the program's process"})
+        return None
     code, sig = _status(st)
     report.update(
         exit_code=code, signal=sig,
         cpu_ms=(usage.ru_utime + usage.ru_stime) * 1000.0, max_rss_kb=usage.ru_maxrss,
         files=_collect(job["collect"], job["collect_bytes"]),
     )
-    os.write(RESULT_FD, json.dumps(report).encode())
+    _report(report)
     return None
 
 

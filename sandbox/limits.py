@@ -1,6 +1,7 @@
 """Per-request limits are allowed only within the operator's caps."""
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, fields
 
 from sandbox.api import Limits
@@ -11,7 +12,9 @@ def over_caps(limits: Limits, caps: Limits) -> list[str]:
     problems = []
     for f in fields(Limits):
         value, cap = getattr(limits, f.name), getattr(caps, f.name)
-        if value <= 0:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            problems.append(f"{f.name} must be a finite number (got {value!r})")
+        elif value <= 0:
             problems.append(f"{f.name} must be positive (got {value})")
         elif value > cap:
             problems.append(f"{f.name}={value} exceeds the server cap of {cap}")
@@ -21,4 +24,8 @@ def over_caps(limits: Limits, caps: Limits) -> list[str]:
 def clamp(limits: Limits, caps: Limits) -> Limits:
     """Defence in depth for library callers that skipped ``over_caps``: never run above a cap."""
     values = asdict(limits)
-    return Limits(**{k: min(v, getattr(caps, k)) if v > 0 else getattr(caps, k) for k, v in values.items()})
+    return Limits(**{k: min(v, getattr(caps, k)) if _usable(v) else getattr(caps, k) for k, v in values.items()})
+
+
+def _usable(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0

@@ -28,9 +28,14 @@ class Observed:
     stdout_tail: str = ""  # the JVM reports a failed heap reservation on stdout
     timed_out: bool = False
     output_exceeded: bool = False
+    oom_killed: bool = False  # the run's memory cgroup hit its limit and the kernel killed a process of the run
+    cgroup_limit_mb: int = 0
 
 
 def classify(o: Observed, limits: Limits) -> tuple[RunStatus, str]:
+    if o.oom_killed:
+        return RunStatus.MEMORY_EXCEEDED, (f"the run's memory (processes, memfd and shared memory, files in its tmpfs) "
+                                           f"reached its cgroup limit of {o.cgroup_limit_mb} MiB")
     if o.timed_out:
         return RunStatus.TIMEOUT, f"wall-clock limit of {limits.wall_s:g}s reached; the whole process tree was killed"
     if o.output_exceeded:

@@ -23,7 +23,12 @@ async def readyz(request: Request) -> JSONResponse:
     if runtime is None or services.admission.draining:
         return JSONResponse({"ready": False, "waiting_for": ["startup"]}, status_code=503)
     waiting = runtime.not_ready()
-    return JSONResponse({"ready": not waiting, "waiting_for": waiting}, status_code=200 if not waiting else 503)
+    body: dict[str, Any] = {"ready": not waiting, "waiting_for": waiting}
+    sandbox = runtime.resources.get("sandbox")
+    isolation = getattr(sandbox, "isolation", None)
+    if isolation is not None:
+        body["sandbox"] = isolation()  # which mechanism enforces which limit on this host
+    return JSONResponse(body, status_code=200 if not waiting else 503)
 
 
 @router.get("/metrics", tags=["ops"])

@@ -1,7 +1,6 @@
 """POST /v1/sandbox/run, POST /v1/sandbox/run_batch, GET /v1/sandbox/languages."""
 from __future__ import annotations
 
-import posixpath
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -11,8 +10,9 @@ from reward_service.auth import require_token
 from reward_service.errors import ApiError
 from reward_service.sandbox_models import LanguageOut, RunBatchIn, RunBatchOut, RunIn, RunOut
 from sandbox.api import Limits, RunRequest
-from sandbox.languages import canonical_name
+from sandbox.languages import canonical_name, source_file
 from sandbox.limits import over_caps
+from sandbox.paths import files_problem, path_problem
 
 router = APIRouter(tags=["sandbox"], dependencies=[Depends(require_token)])
 
@@ -28,8 +28,7 @@ def _backend(services: Any) -> Any:
 
 
 def _safe_relative(path: str) -> bool:
-    norm = posixpath.normpath(path)
-    return bool(path) and not path.startswith("/") and norm != "." and not norm.startswith("..") and "\0" not in path
+    return not path_problem(path)
 
 
 def to_request(services: Any, backend: Any, item: RunIn, loc: list[Any]) -> RunRequest:
@@ -47,10 +46,12 @@ def to_request(services: Any, backend: Any, item: RunIn, loc: list[Any]) -> RunR
     if size > s.sandbox_max_input_chars:
         raise ApiError(413, f"code + stdin + files hold {size} characters, over the limit of "
                             f"{s.sandbox_max_input_chars}", loc=loc)
-    for name in [*item.files, *item.collect]:
-        if not _safe_relative(name):
-            raise ApiError(422, f"file name {name!r} must be a relative path inside the work dir",
-                           loc=[*loc, "files" if name in item.files else "collect"])
+    problem = files_problem(list(item.files), program=source_file(language, item.code))
+    if problem:
+        raise ApiError(422, problem, loc=[*loc, "files"])
+    for name in item.collect:
+        if path_problem(name):
+            raise ApiError(422, path_problem(name), loc=[*loc, "collect"])
     given = item.limits.model_dump(exclude_none=True)
     limits = Limits(**{**s.sandbox_defaults.model_dump(), **given})
     problems = over_caps(limits, s.sandbox_caps.to_limits())

@@ -1,0 +1,67 @@
+"""Which file names a run may carry (``files``) and read back (``collect``).
+
+Checked before a run starts, so a name the work dir cannot hold (absolute, escaping, over-long, or clashing with
+another: ``a`` and ``a/b``) is the request's error (422 at the HTTP edge), never the program's runtime_error.
+"""
+from __future__ import annotations
+
+import posixpath
+
+MAX_COMPONENT_BYTES = 255  # NAME_MAX of every Linux file system
+MAX_PATH_BYTES = 1024
+MAX_DEPTH = 32
+MAX_FILES = 1000
+
+
+def path_problem(name: str) -> str:
+    """Why ``name`` cannot be a work-dir path, in words; "" when it can."""
+    if not name:
+        return "a file name must not be empty"
+    if "\0" in name:
+        return f"file name {name!r} holds a NUL character"
+    if name.startswith("/"):
+        return f"file name {name!r} must be a relative path inside the work dir"
+    norm = posixpath.normpath(name)
+    if norm == "." or norm == ".." or norm.startswith("../"):
+        return f"file name {name!r} must be a relative path inside the work dir"
+    try:
+        encoded = norm.encode("utf-8")
+    except UnicodeEncodeError:
+        return f"file name {name!r} is not valid Unicode"
+    if len(encoded) > MAX_PATH_BYTES:
+        return f"file name {name[:40]!r}... is {len(encoded)} bytes long, over the limit of {MAX_PATH_BYTES}"
+    parts = norm.split("/")
+    if len(parts) > MAX_DEPTH:
+        return f"file name {name[:40]!r}... is nested {len(parts)} directories deep, over the limit of {MAX_DEPTH}"
+    for part in parts:
+        if len(part.encode("utf-8")) > MAX_COMPONENT_BYTES:
+            return f"file name {name[:40]!r}... has a component over {MAX_COMPONENT_BYTES} bytes"
+    return ""
+
+
+def files_problem(names: list[str], program: str = "") -> str:
+    """The first problem of a set of files to write: a bad name, two names for one file, a file that another one
+    needs as its directory, or one that would overwrite the program's own source file (``program``)."""
+    if len(names) > MAX_FILES:
+        return f"{len(names)} files, over the limit of {MAX_FILES}"
+    seen: dict[str, str] = {}
+    if program:
+        for name in names:
+            if posixpath.normpath(name) == program:
+                return f"file {name!r} would overwrite the program's own source file"
+        names = [*names, program]
+    for name in names:
+        problem = path_problem(name)
+        if problem:
+            return problem
+        norm = posixpath.normpath(name)
+        if norm in seen:
+            return f"file names {seen[norm]!r} and {name!r} name the same file"
+        seen[norm] = name
+    for norm, name in seen.items():
+        parent = posixpath.dirname(norm)
+        while parent:
+            if parent in seen:
+                return f"file {seen[parent]!r} is also the directory of {name!r}"
+            parent = posixpath.dirname(parent)
+    return ""
