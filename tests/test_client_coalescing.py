@@ -55,6 +55,22 @@ def test_sync_callers_in_threads_share_requests(server: LiveServer) -> None:
     assert sent == stats["verify_requests"] < 96  # several callers per request, and the count is the server's own
 
 
+def test_coalescing_async_client_serves_any_event_loop(server: LiveServer) -> None:
+    """A coalescing async client sends from its own loop thread, so it outlives the loops that call it."""
+    from reward_client import AsyncRewardClient
+
+    client = AsyncRewardClient(server.url, coalesce=True)
+
+    async def step(k: int) -> list:
+        return await asyncio.gather(*(client.verify_one("exact_match", str(i), str(i * k)) for i in range(40)))
+
+    before = requests_to(server.url)
+    first, second = asyncio.run(step(1)), asyncio.run(step(2))  # two loops, as TRL's or a user's steps may be
+    assert [r.score for r in first] == [1.0] * 40 and [r.score for r in second] == [1.0] + [0.0] * 39
+    assert requests_to(server.url) - before < 80
+    asyncio.run(client.aclose())
+
+
 def test_a_rejected_item_fails_only_its_caller(server: LiveServer) -> None:
     with RewardClient(server.url, coalesce=True, coalesce_window_s=0.05) as client:
         def call(i: int):

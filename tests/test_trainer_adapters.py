@@ -246,7 +246,7 @@ def test_shipped_adapters_import_without_the_service(tmp_path: Path) -> None:
         "        if name.split('.')[0] in ('reward_service', 'verifiers', 'sandbox', 'fastapi', 'torch', 'pydantic'):\n"
         "            raise ImportError('blocked ' + name)\n"
         "sys.meta_path.insert(0, Block())\n"
-        "import reward_client, reward_client.trl, reward_client.verl\n"
+        "import reward_client, reward_client.trl, reward_client.verl, reward_client.openrlhf, reward_client.coalesce\n"
         "print('ok')\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
