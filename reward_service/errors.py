@@ -50,6 +50,10 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400 and "digits" in str(exc.__cause__ or ""):  # FastAPI's "error parsing the body"
+            why = str(exc.__cause__).split(";")[0]  # Python's int-to-text limit: 4,300 digits
+            return JSONResponse({"detail": f"a number in the body cannot be read ({why}); send such a value as a string",
+                                 "request_id": request_id_var.get()}, status_code=422)
         return JSONResponse({"detail": exc.detail, "request_id": request_id_var.get()}, status_code=exc.status_code,
                             headers=getattr(exc, "headers", None))
 

@@ -43,6 +43,10 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(64 * 1024 * 1024, ge=1024, description="Request body size; beyond it: 413.")
     max_response_chars: int = Field(1_000_000, ge=1, description="Characters in one item's response.")
     max_reference_chars: int = Field(1_000_000, ge=1, description="Characters in one item's reference (as JSON).")
+    max_options_chars: int = Field(100_000, ge=1, description="Characters in one item's options (as JSON); beyond: 413.")
+    max_id_chars: int = Field(1024, ge=1, description="Characters in an item's id or group; beyond: 422.")
+    max_number_digits: int = Field(
+        1000, ge=1, description="Digits of an integer in a reference or options; beyond, or not finite: 422.")
     retry_after_s: int = Field(1, ge=1, description="Retry-After sent with 429/503.")
     shutdown_grace_s: float = Field(30.0, ge=0, description="How long shutdown waits for in-flight work.")
 

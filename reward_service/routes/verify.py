@@ -1,7 +1,6 @@
 """POST /v1/verify: one request schema and one verdict schema for every verifier."""
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -11,7 +10,9 @@ from pydantic import ValidationError
 from reward_service.admission import Overloaded
 from reward_service.auth import require_token
 from reward_service.errors import ApiError
-from reward_service.schemas import VerifyRequest, VerifyResponse, VerifyResult
+from reward_service.item_limits import json_chars, number_problem
+from reward_service.schemas import VerifyItemIn, VerifyRequest, VerifyResponse, VerifyResult
+from reward_service.settings import Settings
 from verifiers.engine import Prepared
 from verifiers.groups import group_stats
 from verifiers.registry import UnknownVerifier
@@ -80,12 +81,30 @@ def check_limits(services: Any, body: VerifyRequest) -> None:
                 f"{s.max_response_chars}", loc=["items", i, "response"],
             )
         if item.reference is not None and not isinstance(item.reference, (int, float, bool)):
-            size = len(item.reference) if isinstance(item.reference, str) else len(json.dumps(item.reference))
+            size = json_chars(item.reference)
             if size > s.max_reference_chars:
                 raise ApiError(
                     413, f"items[{i}].reference is {size} characters, over the limit of {s.max_reference_chars}",
                     loc=["items", i, "reference"],
                 )
+        check_item_values(s, i, item)
+
+
+def check_item_values(s: Settings, i: int, item: VerifyItemIn) -> None:
+    """Ids, options and numbers of one item within the configured limits (issue 22)."""
+    for name in ("id", "group"):
+        value = getattr(item, name)
+        if value is not None and len(value) > s.max_id_chars:
+            raise ApiError(422, f"items[{i}].{name} has {len(value)} characters, over the limit of {s.max_id_chars}",
+                           loc=["items", i, name])
+    if item.options and (size := json_chars(item.options)) > s.max_options_chars:
+        raise ApiError(413, f"items[{i}].options is {size} characters, over the limit of {s.max_options_chars}",
+                       loc=["items", i, "options"])
+    for name, value in (("reference", item.reference), ("options", item.options)):
+        problem = number_problem(value, s.max_number_digits)
+        if problem is not None:
+            at, what = problem
+            raise ApiError(422, f"items[{i}].{'.'.join(map(str, (name, *at)))} {what}", loc=["items", i, name, *at])
 
 
 def prepare_items(services: Any, body: VerifyRequest) -> list[Prepared]:
