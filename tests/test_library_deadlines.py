@@ -21,22 +21,27 @@ DEADLINE_S = 2.0
 SLACK_S = 20.0  # worker start-up (imports, 1-2 s) on a shared 2-core machine
 
 
-def settled(baseline: int, wait_s: float = 10.0) -> tuple[int, list[psutil.Process]]:
+def children() -> set[int]:
+    """This process's descendants (a session-wide test server may be among them already)."""
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+def settled(baseline: int, wait_s: float = 10.0) -> tuple[int, set[int]]:
     """Thread count and child processes once the threads that reap killed children have finished."""
     stop = time.monotonic() + wait_s
     while threading.active_count() > baseline and time.monotonic() < stop:
         time.sleep(0.05)
-    return threading.active_count(), psutil.Process().children(recursive=True)
+    return threading.active_count(), children()
 
 
 def test_verify_sync_on_a_pathological_answer_returns_by_its_deadline_and_leaves_nothing_running() -> None:
-    baseline = threading.active_count()
+    baseline, before = threading.active_count(), children()
     started = time.monotonic()
     verdict = verify_sync(VerifyItem("math_verify", PATHOLOGICAL, "2^{2000}", {"timeout_s": DEADLINE_S}))
     elapsed = time.monotonic() - started
     assert verdict.status is Status.TIMEOUT and verdict.score is None, verdict
     assert elapsed < DEADLINE_S + SLACK_S, elapsed
-    assert settled(baseline) == (baseline, [])
+    assert settled(baseline) == (baseline, before)
 
 
 def test_engine_local_loop_kills_overruns_and_goes_on_scoring() -> None:
@@ -59,15 +64,16 @@ def test_engine_local_loop_kills_overruns_and_goes_on_scoring() -> None:
                 out.append((verdict.status, verdict.score, time.monotonic() - started))
         return out
 
-    baseline = threading.active_count()
+    baseline, before = threading.active_count(), children()
     results = asyncio.run(main())
     assert [(s, v) for s, v, _ in results] == [(Status.TIMEOUT, None), (Status.OK, 1.0), (Status.TIMEOUT, None),
                                                (Status.OK, 1.0)]
     assert all(elapsed < DEADLINE_S + SLACK_S for _, _, elapsed in results), results
-    assert settled(baseline) == (baseline, [])
+    assert settled(baseline) == (baseline, before)
 
 
 def test_cheap_checks_run_inline_without_starting_a_worker() -> None:
+    before = children()
     with LocalVerifier(["verifiers.basic"]) as local:
         verdicts = local.verify_many([VerifyItem("exact_match", " Paris ", "paris"),
                                       VerifyItem("multiple_choice", "Final answer: (C)", "C")])
@@ -76,4 +82,40 @@ def test_cheap_checks_run_inline_without_starting_a_worker() -> None:
         # A check that is not cheap (a user pattern) goes to the worker, which then exists.
         assert local.verify(VerifyItem("regex", "aaa", "a+")).score == 1.0
         assert local.engine.pool.stats.alive == 1
-    assert psutil.Process().children(recursive=True) == []
+    assert settled(threading.active_count())[1] == before
+
+
+def test_a_stuck_worker_dies_with_its_parent(tmp_path) -> None:  # noqa: ANN001
+    """A script killed mid-check (or a crashed server) must not leave a worker spinning on a pathological input."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    script = tmp_path / "dies.py"
+    script.write_text(
+        "import asyncio, os\n"
+        "from verifiers.pool import WorkerPool\n"
+        "async def main():\n"
+        "    pool = WorkerPool(1, ['tests.plugins.testing_verifiers'])\n"
+        "    await pool.start()\n"
+        "    print(next(iter(pool._all)).proc.pid, flush=True)\n"
+        "    asyncio.ensure_future(pool.run('test_hang', 'x', None, {}, 300))\n"
+        "    await asyncio.sleep(1.0)\n"
+        "    os._exit(0)\n"
+        "asyncio.run(main())\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    worker = int(out.stdout.split()[0])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(worker).status() == psutil.STATUS_ZOMBIE:
+                break
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.1)
+    else:
+        psutil.Process(worker).kill()
+        raise AssertionError("the worker outlived its parent")
