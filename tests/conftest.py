@@ -40,8 +40,9 @@ class LiveServer:
 
 @contextlib.contextmanager
 def run_server(tmp_path: Path, env: dict[str, str] | None = None, ready_timeout: float = 120.0,
-               port: int | None = None) -> Iterator[LiveServer]:
-    """Start ``reward-service serve`` for real and wait until /readyz says ready (on ``port``, else a free one)."""
+               port: int | None = None, python: str | None = None) -> Iterator[LiveServer]:
+    """Start ``reward-service serve`` for real and wait until /readyz says ready (on ``port``, else a free one;
+    with ``python``, another interpreter, e.g. a venv's)."""
     port = port or free_port()
     full_env = {
         **os.environ,
@@ -53,7 +54,7 @@ def run_server(tmp_path: Path, env: dict[str, str] | None = None, ready_timeout:
     log_path = tmp_path / f"server-{port}.log"
     with open(log_path, "wb") as log_file:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "reward_service", "serve", "--host", "127.0.0.1", "--port", str(port)],
+            [python or sys.executable, "-m", "reward_service", "serve", "--host", "127.0.0.1", "--port", str(port)],
             env=full_env, stdout=log_file, stderr=subprocess.STDOUT, cwd=ROOT,
         )
     server = LiveServer(f"http://127.0.0.1:{port}", proc, log_path)
