@@ -14,8 +14,9 @@ class SandboxLimits(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    wall_s: float = Field(10.0, gt=0, description="Wall-clock seconds for the run (compilation has its own budget).")
-    cpu_s: float = Field(10.0, gt=0, description="CPU seconds per process.")
+    wall_s: float = Field(10.0, gt=0, allow_inf_nan=False,
+                          description="Wall-clock seconds for the run (compilation has its own budget).")
+    cpu_s: float = Field(10.0, gt=0, allow_inf_nan=False, description="CPU seconds per process.")
     memory_mb: int = Field(1024, gt=0, description="Address space (or data segment for JVM/V8/Go) in MiB.")
     processes: int = Field(64, gt=0, description="Processes/threads the program may have at once.")
     file_size_mb: int = Field(64, gt=0, description="Largest file the program may write.")
@@ -35,8 +36,8 @@ def default_caps() -> SandboxLimits:
 class LimitsIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    wall_s: float | None = None
-    cpu_s: float | None = None
+    wall_s: float | None = Field(None, allow_inf_nan=False)
+    cpu_s: float | None = Field(None, allow_inf_nan=False)
     memory_mb: int | None = None
     processes: int | None = None
     file_size_mb: int | None = None

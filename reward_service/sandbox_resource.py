@@ -22,6 +22,7 @@ def backend_config(settings: Settings) -> dict[str, Any]:
         "languages": settings.sandbox_languages,
         "uid_base": settings.sandbox_uid_base,
         "compile_wall_s": settings.sandbox_compile_wall_s,
+        "memory_cgroup": settings.sandbox_memory_cgroup,
     }
 
 

@@ -60,6 +60,8 @@ class Settings(BaseSettings):
     sandbox_uid_base: int = Field(200_000, ge=1000, description="When run as root: first of the per-sandbox uids.")
     sandbox_compile_wall_s: float = Field(60.0, gt=0, description="Wall-clock budget of a compile step.")
     sandbox_max_input_chars: int = Field(4_000_000, ge=1, description="code + stdin + files of one run.")
+    sandbox_memory_cgroup: str = Field("auto", description="auto: a memory cgroup per sandbox where the host allows "
+                                       "(v1 memory controller or delegated v2); off; or the path of a delegated cgroup.")
     # --- judges (issue 7) ---
     judge_base_url: str | None = Field(
         None, description="Default judge backend ('default'): an OpenAI-compatible base URL ending in /v1.")
