@@ -76,6 +76,7 @@ class Runtime:
             settings.effective_workers(),
             [*BUILTIN_MODULES, *modules],
             memory_mb=settings.worker_memory_mb,
+            slow_after_s=settings.worker_slow_after_s,
             env={"REWARD_SERVICE_LENGTH_TOKENIZERS": json.dumps(settings.length_tokenizers)},
         )
         async with AsyncExitStack() as stack:

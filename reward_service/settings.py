@@ -32,6 +32,9 @@ class Settings(BaseSettings):
     workers: int = Field(0, ge=0, description="Verifier worker processes; 0 means one per CPU core.")
     worker_memory_mb: int = Field(4096, ge=0, description="Address-space cap per verifier worker (0: none).")
     item_timeout_s: float = Field(10.0, gt=0, description="Default per-item deadline.")
+    worker_slow_after_s: float = Field(
+        2.0, ge=0, description="A check running longer is set aside: its worker drops to a low CPU priority "
+        "(nice 10) and a fresh one takes its place (0: never).")
     max_item_timeout_s: float = Field(300.0, gt=0, description="Largest deadline a request may ask for.")
     extra_verifier_modules: list[str] = Field(
         default_factory=list, description="Python modules exposing VERIFIERS, loaded beside the built-in ones."

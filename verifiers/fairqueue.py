@@ -3,7 +3,7 @@ sending pathological ones) cannot hold back every item queued after them. Items 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Hashable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -22,6 +22,10 @@ class FairQueue(Generic[T]):
 
     def __bool__(self) -> bool:
         return self._size > 0
+
+    def sources(self) -> Iterable[Hashable]:
+        """The sources with items waiting."""
+        return self._queues.keys()
 
     def append(self, source: Hashable, item: T) -> None:
         queue = self._queues.get(source)
@@ -42,6 +46,28 @@ class FairQueue(Generic[T]):
         else:
             del self._queues[source]
         return item
+
+    def take_run(self, size_for: Callable[[int], int], held: Callable[[Hashable], bool],
+                 barred: Callable[[Hashable], bool] = lambda s: False,
+                 full_runs: Callable[[Hashable], bool] = lambda s: True) -> tuple[Hashable | None, list[T]]:
+        """Items of one source for one worker: the first source in turn that is neither ``held`` nor ``barred`` (when
+        all are held, the first not barred, so a free worker idles only when every source is barred),
+        ``size_for(its queue length)`` of them at most, or one where ``full_runs`` is false. One source per run, so no
+        request's item waits in a worker behind another request's slow one. ``(None, [])`` when every source is
+        barred."""
+        open_sources = [s for s in self._turns if not barred(s)]
+        source = next((s for s in open_sources if not held(s)), open_sources[0] if open_sources else None)
+        if source is None:
+            return None, []
+        self._turns.remove(source)
+        queue = self._queues[source]
+        run = [queue.popleft() for _ in range(min(len(queue), max(1, size_for(len(queue)) if full_runs(source) else 1)))]
+        self._size -= len(run)
+        if queue:
+            self._turns.append(source)
+        else:
+            del self._queues[source]
+        return source, run
 
     def push_front(self, items: Iterable[tuple[Hashable, T]]) -> None:
         """Put items back at the head of their sources' queues, those sources served first (a retry after a worker

@@ -13,6 +13,7 @@ import os
 import pickle
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +23,10 @@ from verifiers.fairqueue import FairQueue
 from verifiers.types import Verdict
 
 log = logging.getLogger("reward_service.pool")
+
+# CPU priority of a worker whose check was set aside: about a tenth of a normal worker's share when the CPU is
+# contended (a runaway check barely slows others), full speed when it is not (a legitimately slow check still ends).
+_SET_ASIDE_NICE = 10
 
 # Who a job is for (the server sets the request id): the backlog takes turns between sources.
 job_source: contextvars.ContextVar[str] = contextvars.ContextVar("job_source", default="")
@@ -121,8 +126,10 @@ class WorkerPool:
         start_timeout_s: float = 120.0,
         env: dict[str, str] | None = None,
         max_chunk: int = 32,
+        slow_after_s: float = 2.0,
     ) -> None:
         self.size = max(1, size)
+        self.slow_after_s = slow_after_s
         self.modules = list(modules)
         self.memory_mb = memory_mb
         self.start_timeout_s = start_timeout_s
@@ -134,7 +141,12 @@ class WorkerPool:
         self._closed = False
         self._tasks: set[asyncio.Task[None]] = set()
         self._retiring: set[_Worker] = set()  # killed, not yet reaped by their replacement task
+        self._aside: set[_Worker] = set()  # running a slow check, already replaced (see _set_aside)
         self._pending: FairQueue[tuple[Job, asyncio.Future[Verdict]]] = FairQueue()
+        self._busy_sources: Counter[str] = Counter()  # workers running each source's chunks
+        self._proven: set[str] = set()  # sources whose last chunk was done with no check set aside (see _dispatch)
+        self._ever_proven: set[str] = set()
+        self._aside_by_source: Counter[str] = Counter()
         self._wakeup = asyncio.Event()
         self._dispatcher: asyncio.Task[None] | None = None
 
@@ -178,7 +190,12 @@ class WorkerPool:
         self._all.add(worker)
         return worker
 
-    def _replace_later(self, dead: _Worker) -> None:
+    def _start_task(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _replace_later(self, dead: _Worker, respawn: bool = True) -> None:
         self._all.discard(dead)
         self._retiring.add(dead)
         if dead.proc.returncode is None:  # now, not in the task: close() may cancel that task before it runs
@@ -186,14 +203,17 @@ class WorkerPool:
                 dead.proc.kill()
             except ProcessLookupError:
                 pass
-        self._stats.restarts += 1
-        task = asyncio.create_task(self._replace(dead))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        if respawn:
+            self._stats.restarts += 1
+        self._start_task(self._replace(dead, respawn))
 
-    async def _replace(self, dead: _Worker) -> None:
-        await dead.kill()
-        self._retiring.discard(dead)
+    async def _replace(self, dead: _Worker | None, respawn: bool = True) -> None:
+        if dead is not None:
+            await dead.kill()
+            self._retiring.discard(dead)
+            self._aside.discard(dead)
+        if not respawn:
+            return
         delay = 0.1
         while not self._closed:
             try:
@@ -237,9 +257,27 @@ class WorkerPool:
                 continue
             worker = await self._idle.get()
             await asyncio.sleep(0)  # let submitters of the same tick join this chunk
-            # Spread the backlog over all workers; cap the chunk so one slow job delays few others.
-            n = max(1, min(self.max_chunk, -(-len(self._pending) // self.size)))
-            chunk = [self._pending.popleft() for _ in range(min(n, len(self._pending)))]
+            if not self._pending:
+                self._idle.put_nowait(worker)
+                continue
+            # A chunk holds one source's items, spread over all workers and capped so one slow job delays few others.
+            # A source already on its share of the workers waits while another source has items. A source not
+            # proven (no chunk done yet, or its last chunk had a check set aside) gets one item per chunk and at most
+            # half of the workers, counting its set-aside ones until it was ever proven: a request of runaway checks
+            # cannot take every worker before it is known to be slow, and a big batch with one slow answer goes on at
+            # once (its next one-item chunk proves it again) (issue 22).
+            busy, proven, aside = self._busy_sources, self._proven, self._aside_by_source
+            share = max(1, self.size // len(set(self._pending.sources()) | {s for s, c in busy.items() if c > 0}))
+            source, chunk = self._pending.take_run(
+                lambda queued: min(self.max_chunk, -(-queued // self.size)), lambda s: busy[s] >= share,
+                lambda s: s not in proven and busy[s] - (aside[s] if s in self._ever_proven else 0) >= max(
+                    1, self.size // 2),
+                lambda s: s in proven)
+            if source is None:  # every waiting source is barred: wait for one of their checks to end
+                self._idle.put_nowait(worker)
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
             chunk = [(job, fut) for job, fut in chunk if not fut.cancelled()]
             for job, fut in chunk:
                 if job.remaining() <= 0:  # waited out its whole deadline in the backlog: never started
@@ -248,9 +286,48 @@ class WorkerPool:
             if not chunk:
                 self._idle.put_nowait(worker)
                 continue
+            busy[source] += 1
             task = asyncio.create_task(self._run_chunk(worker, chunk))
+            task.add_done_callback(lambda _, s=source: self._release_source(s))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+
+    def _may_set_aside(self, job: Job) -> bool:
+        return 0 < self.slow_after_s < job.remaining() and len(self._aside) < self.size
+
+    def _set_aside(self, worker: _Worker, chunk: list[tuple[Job, "asyncio.Future[Verdict]"]],
+                   at: int) -> list[tuple[Job, "asyncio.Future[Verdict]"]]:
+        """A check still running after ``slow_after_s`` (real ones take milliseconds) has its worker set aside: the
+        worker drops to a low CPU priority and is retired once the check ends or overruns, a fresh worker takes
+        its place at once, and the rest of its chunk goes back to the queue. A check that holds its worker until the
+        deadline then costs other clients neither a worker nor much CPU (issue 22). At most ``size`` at a time."""
+        self._aside.add(worker)
+        self._proven.discard(chunk[at][0].source)
+        self._aside_by_source[chunk[at][0].source] += 1
+        try:
+            os.setpriority(os.PRIO_PROCESS, worker.proc.pid, _SET_ASIDE_NICE)
+        except OSError:
+            pass
+        self._stats.restarts += 1
+        self._stats.extra["set_aside"] = self._stats.extra.get("set_aside", 0) + 1
+        self._start_task(self._replace(None))
+        self._requeue(chunk[at + 1:])
+        return chunk[:at + 1]
+
+    def _requeue(self, jobs: list[tuple[Job, "asyncio.Future[Verdict]"]]) -> None:
+        """Jobs a worker will not run go back to the front of the queue for another worker."""
+        if jobs:
+            self._pending.push_front((job.source, (job, fut)) for job, fut in jobs)
+            self._wakeup.set()
+
+    def _release_source(self, source: str) -> None:
+        self._busy_sources[source] -= 1
+        if self._busy_sources[source] <= 0:
+            del self._busy_sources[source]
+            if source not in self._pending.sources():
+                self._proven.discard(source)
+                self._ever_proven.discard(source)
+        self._wakeup.set()  # a barred source may be served again
 
     async def _run_chunk(self, worker: _Worker, chunk: list[tuple[Job, "asyncio.Future[Verdict]"]]) -> None:
         data, chunk = _serialise(chunk)
@@ -259,18 +336,31 @@ class WorkerPool:
             return
         self._stats.busy += 1
         done = 0
-        healthy = False
+        healthy = aside = False
         try:
             await worker.send_bytes(data)
             started = time.perf_counter()
-            for job, future in chunk:
+            while done < len(chunk):
+                job, future = chunk[done]
+                recv = asyncio.ensure_future(worker.recv())  # never cancelled mid-frame while the worker lives
                 try:
-                    payload = await asyncio.wait_for(worker.recv(), max(job.remaining(), 0.0))
-                except asyncio.TimeoutError:
+                    if not aside and self._may_set_aside(job):
+                        await asyncio.wait({recv}, timeout=self.slow_after_s)
+                        if not recv.done():
+                            aside = True
+                            chunk = self._set_aside(worker, chunk, done)
+                    if not recv.done():
+                        await asyncio.wait({recv}, timeout=max(job.remaining(), 0.0))
+                    overran = not recv.done()
+                finally:
+                    if not recv.done():
+                        recv.cancel()
+                if overran:
                     _resolve(future, Verdict.timeout(
                         f"check exceeded its {job.timeout_s:g}s deadline; its worker was killed"))
                     done += 1
                     break
+                payload = recv.result()
                 verdict = Verdict.from_dict(payload)
                 now = time.perf_counter()
                 verdict.elapsed_ms = (now - started) * 1000.0
@@ -285,14 +375,19 @@ class WorkerPool:
             done += 1
         finally:
             self._stats.busy -= 1
-            if healthy:
+            if aside:  # its place in the pool was taken when it was set aside: retired, not replaced again
+                self._replace_later(worker, respawn=False)
+                source = chunk[0][0].source
+                self._aside_by_source[source] -= 1
+                if self._aside_by_source[source] <= 0:
+                    del self._aside_by_source[source]
+            elif healthy:
+                self._proven.add(chunk[0][0].source)
+                self._ever_proven.add(chunk[0][0].source)
                 self._idle.put_nowait(worker)
             else:
                 self._replace_later(worker)
-                # The rest of the chunk goes back to the front of the queue for another worker.
-                self._pending.push_front((job.source, (job, fut)) for job, fut in chunk[done:])
-                if chunk[done:]:
-                    self._wakeup.set()
+            self._requeue(chunk[done:])
 
     async def close(self) -> None:
         self._closed = True
