@@ -2,7 +2,9 @@
 vs plain ``subprocess.run([sys.executable, "-c", program])`` at the same parallelism, in the same run.
 
 Prints the ratio (sandbox / plain; > 1 means the isolated runs are faster) and the p50/p99 latency of a trivial
-program both ways. Usage: python benchmarks/sandbox_throughput.py [--parallel 4] [--repeat 1] [--limit 164]
+program both ways, and where a sandboxed run's time goes (per-run means of the backend's phases: slot wait, warm
+take, job write, the supervisor's mount/setup, program, report, kill/drain, teardown; plus the warm pool's refills).
+Usage: python benchmarks/sandbox_throughput.py [--parallel 8] [--repeat 1] [--limit 164]
 """
 from __future__ import annotations
 
@@ -68,7 +70,7 @@ async def latency(backend: BwrapBackend, n: int) -> tuple[list[float], list[floa
 
 async def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--parallel", type=int, default=4)
+    ap.add_argument("--parallel", type=int, default=8)
     ap.add_argument("--repeat", type=int, default=1, help="passes over the data set")
     ap.add_argument("--limit", type=int, default=164)
     ap.add_argument("--latency-n", type=int, default=100)
@@ -84,7 +86,9 @@ async def main() -> None:
 
     t_plain, ok_plain = plain(programs, args.parallel)
     await asyncio.sleep(0.5)
+    before = dict(backend.phase_ms)
     t_sb, ok_sb = await sandboxed(backend, programs)
+    phases = {k: v - before.get(k, 0.0) for k, v in backend.phase_ms.items()}
     sb_lat, pl_lat = await latency(backend, args.latency_n)
     await backend.close()
 
@@ -97,6 +101,16 @@ async def main() -> None:
     print(f"trivial program latency ms: sandbox p50 {statistics.median(sb_lat):.1f} p99 {pct(sb_lat, 0.99):.1f}; "
           f"plain p50 {statistics.median(pl_lat):.1f} p99 {pct(pl_lat, 0.99):.1f}; "
           f"RATIO p50 plain/sandbox {statistics.median(pl_lat) / statistics.median(sb_lat):.2f}x")
+    print(breakdown(phases))
+
+
+def breakdown(phases: dict[str, float]) -> str:
+    """Per-run means of the throughput pass's phases (ms); refills run beside the runs, on the same cores."""
+    runs = max(1.0, phases.pop("runs", 0.0))
+    spawns, spawn = phases.pop("spawns", 0.0), phases.pop("spawn", 0.0)
+    parts = ", ".join(f"{name} {ms / runs:.1f}" for name, ms in phases.items())
+    return (f"per-run time breakdown ms (mean of {runs:.0f} runs): {parts}; "
+            f"sandbox starts {spawns:.0f}, {spawn / max(1.0, spawns):.1f} ms each")
 
 
 if __name__ == "__main__":

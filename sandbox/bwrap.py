@@ -55,6 +55,11 @@ SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc/ld.so
                 "/etc/ld.so.conf.d", "/etc/alternatives", "/etc/localtime")
 SYSTEM_GLOBS = ("/etc/java-*", "/etc/ssl/certs")
 SYSTEM_PREFIXES = ("/usr/", "/bin/", "/sbin/", "/lib/", "/lib32/", "/lib64/", "/etc/")
+# Where one run's time goes, as (from mark, to mark); see BwrapBackend.phase_ms.
+PHASES = {"slot wait": ("admitted", "slot"), "warm take": ("slot", "taken"), "job write": ("write", "job_read"),
+          "mount/setup": ("job_read", "set_up"), "compile": ("set_up", "started"), "program": ("started", "ended"),
+          "report": ("ended", "reported"), "kill/drain": ("reported", "collected"),
+          "teardown": ("collected", "released")}
 OVERHEAD_MB = 64  # the supervisor's interpreter and kernel bookkeeping, on top of memory_mb + disk_mb
 
 
@@ -71,12 +76,15 @@ class BwrapConfig:
     compile_output_bytes: int = 64 * 1024
     collect_bytes: int = 1 << 20
     languages: list[str] | None = None  # None: every known language whose toolchain exists
-    memory_cgroup: str = "auto"  # "auto": use one where the host allows; "off"; or the path of a delegated cgroup
+    memory_cgroup: str = "auto"
+    refill_parallel: int = 0  # warm sandboxes started at once when refilling; 0 means the CPU cores  # "auto": use one where the host allows; "off"; or the path of a delegated cgroup
 
     def __post_init__(self) -> None:
         self.caps = self.caps or Limits(wall_s=60, cpu_s=60, memory_mb=4096, processes=256, file_size_mb=256,
                                         open_files=1024, output_bytes=16 << 20, disk_mb=1024)
         self.defaults = self.defaults or clamp(Limits(), self.caps)
+        if self.refill_parallel <= 0:
+            self.refill_parallel = os.cpu_count() or 1
         if self.max_concurrent <= 0:
             self.max_concurrent = 2 * (os.cpu_count() or 1)
 
@@ -295,6 +303,7 @@ class BwrapBackend:
         self.ready = self.config.warm_pool == 0
         self.last_error = ""
         self.stats = {"runs": 0, "warm_hits": 0, "cold_starts": 0, "sandbox_errors": 0}
+        self.phase_ms: dict[str, float] = {}  # summed per phase of PHASES, plus "runs", "spawns" and "spawn
 
     def isolation(self) -> dict[str, object]:
         """What enforces each limit on this host (served in /readyz and the README's security section)."""
@@ -374,6 +383,10 @@ class BwrapBackend:
             return self._free_uids.pop()
 
     async def _release(self, box: _Sandbox) -> None:
+        if box.supervisor is None and box.group is not None:
+            # Cancelled before the supervisor announced itself: it may not have its parent-death signal yet, and
+            # would outlive bwrap holding the output pipes (whose closing the wait for bwrap needs).
+            box.group.kill_all()
         await box.destroy()
         if box.group is not None and self._cgroups is not None:
             self._cgroups.release(box.group)
@@ -383,6 +396,13 @@ class BwrapBackend:
                 self._uid_available.notify()
 
     async def _spawn(self) -> _Sandbox:
+        started = time.perf_counter()
+        box = await self._start_box()
+        self.phase_ms["spawn"] = self.phase_ms.get("spawn", 0.0) + (time.perf_counter() - started) * 1000.0
+        self.phase_ms["spawns"] = self.phase_ms.get("spawns", 0.0) + 1
+        return box
+
+    async def _start_box(self) -> _Sandbox:
         uid = await self._take_uid()
         loop = asyncio.get_running_loop()
         r, w = os.pipe()
@@ -435,9 +455,17 @@ class BwrapBackend:
             await self._refill_wanted.wait()
             self._refill_wanted.clear()
             while self._warm.qsize() < self.config.warm_pool and not self._closed:
-                try:
-                    self._warm.put_nowait(await self._spawn())
-                except SandboxStartError as exc:
+                # Several at once: one at a time refills at the pace of one start's latency, slower than concurrent
+                # runs drain the pool, and every run that finds it empty pays a cold start inside its slot.
+                want = min(self.config.warm_pool - self._warm.qsize(), self.config.refill_parallel)
+                started = await asyncio.gather(*(self._spawn() for _ in range(want)), return_exceptions=True)
+                for box in started:
+                    if isinstance(box, _Sandbox):
+                        self._warm.put_nowait(box)
+                exc = next((e for e in started if isinstance(e, BaseException)), None)
+                if exc is not None and not isinstance(exc, SandboxStartError):
+                    raise exc
+                if exc is not None:
                     # Not ready, and saying why (/readyz names it); log a new reason at once, a repeated one rarely.
                     if str(exc) != self.last_error:
                         log.error("cannot start a warm sandbox: %s", exc)
@@ -508,19 +536,34 @@ class BwrapBackend:
         limits = clamp(request.limits, self.config.caps)
         job = self._job(request, lang, limits)
         payload = json.dumps(job).encode() + b"\n"
+        marks: dict[str, float] = {"admitted": time.perf_counter()}
         async with self._slots:
             self.stats["runs"] += 1
+            marks["slot"] = time.perf_counter()
             box = await self._take()
+            marks["taken"] = time.perf_counter()
             try:
-                return await self._execute(box, payload, limits, compiled=bool(lang.spec.compile))
+                return await self._execute(box, payload, limits, compiled=bool(lang.spec.compile), marks=marks)
             finally:
                 await self._release(box)
+                marks["released"] = time.perf_counter()
+                self._account(marks)
+
+    def _account(self, marks: dict[str, float]) -> None:
+        """Add one run's phases to ``phase_ms`` (benchmarks print where the time goes); a phase whose marks are
+        missing (a run that failed early) is skipped."""
+        for phase, (start, end) in PHASES.items():
+            if start in marks and end in marks:
+                self.phase_ms[phase] = self.phase_ms.get(phase, 0.0) + (marks[end] - marks[start]) * 1000.0
+        self.phase_ms["runs"] = self.phase_ms.get("runs", 0.0) + 1
 
     def _memory_limit_mb(self, limits: Limits, compiling: bool) -> int:
         memory = max(self.config.compile_memory_mb, limits.memory_mb) if compiling else limits.memory_mb
         return memory + limits.disk_mb + OVERHEAD_MB
 
-    async def _execute(self, box: _Sandbox, job: bytes, limits: Limits, compiled: bool) -> RunResult:
+    async def _execute(self, box: _Sandbox, job: bytes, limits: Limits, compiled: bool,
+                       marks: dict[str, float] | None = None) -> RunResult:
+        marks = {} if marks is None else marks
         proc = box.proc
         assert proc.stdin and proc.stdout and proc.stderr
         overflow = asyncio.Event()
@@ -530,7 +573,7 @@ class BwrapBackend:
         if box.group is not None:
             cgroup_mb = self._memory_limit_mb(limits, compiling=compiled)
             box.group.set_limit(cgroup_mb << 20)
-        t0 = time.perf_counter()
+        t0 = marks["write"] = time.perf_counter()
         proc.stdin.write(job)
         with contextlib.suppress(ConnectionError):
             await proc.stdin.drain()
@@ -576,7 +619,9 @@ class BwrapBackend:
                     deadline = run_started + limits.wall_s
                     continue
                 if line.strip():
+                    marks["reported"] = time.perf_counter()
                     report = json.loads(line)
+                    _supervisor_marks(report, marks)
                 break
         finally:
             overflow_wait.cancel()
@@ -585,6 +630,7 @@ class BwrapBackend:
         stdout, out_trunc = await out_task
         stderr, err_trunc = await err_task
         await proc.wait()
+        marks["collected"] = time.perf_counter()
         oom = box.group is not None and box.group.oom_kills() > 0 and not compile_oom
         return self._result(report, stdout, stderr, out_trunc or err_trunc, wall_ms, limits,
                             timed_out=timed_out, compile_timed_out=compile_timed_out,
@@ -632,6 +678,16 @@ class BwrapBackend:
             truncated=truncated, compile_output=str(rep.get("compile_output", "")),
             files=dict(rep.get("files") or {}), reason=reason,  # type: ignore[arg-type]
         )
+
+
+def _supervisor_marks(report: dict[str, object], marks: dict[str, float]) -> None:
+    """The supervisor's CLOCK_MONOTONIC marks (job read, set up, program started, program ended), which is the
+    clock of ``time.perf_counter`` here: accepted only in order and inside this run's window."""
+    got = report.pop("marks", None)
+    names = ("job_read", "set_up", "started", "ended")
+    if (isinstance(got, list) and len(got) == len(names) and all(isinstance(t, float) for t in got)
+            and marks["write"] <= got[0] <= got[1] <= got[2] <= got[3] <= marks["reported"]):
+        marks.update(zip(names, got))
 
 
 class SandboxStartError(RuntimeError):
