@@ -19,6 +19,7 @@ import contextlib
 import glob
 import json
 import logging
+import marshal
 import os
 import signal
 import site
@@ -32,6 +33,7 @@ from pathlib import Path
 from sandbox import seccomp
 from sandbox.api import Limits, RunRequest, RunResult, RunStatus
 from sandbox.cgroups import MemoryCgroups, MemoryGroup
+from sandbox.fairslots import FairSlots, run_source
 from sandbox.languages import ResolvedLanguage, canonical_name, resolve_all
 from sandbox.limits import clamp
 from sandbox.outcome import Observed, classify
@@ -295,7 +297,7 @@ class BwrapBackend:
             self._python.executable, "-S", "-I", LAUNCHER_IN_SANDBOX,
         ]
         self._uid_available = asyncio.Condition() if self._privileged else None
-        self._slots = asyncio.Semaphore(c.max_concurrent)
+        self._slots = FairSlots(c.max_concurrent)  # taken in turns by source (fairslots.run_source)
         self._warm: asyncio.Queue[_Sandbox] = asyncio.Queue()
         self._refill_task: asyncio.Task[None] | None = None
         self._refill_wanted = asyncio.Event()
@@ -355,7 +357,12 @@ class BwrapBackend:
         return result
 
     async def run_many(self, requests: list[RunRequest]) -> list[RunResult]:
-        return list(await asyncio.gather(*(self.run(r) for r in requests)))
+        """All at once, as one source (the caller's ``run_source``, else one of their own) taking its turns."""
+        token = run_source.set(run_source.get() or object())
+        try:
+            return list(await asyncio.gather(*(self.run(r) for r in requests)))
+        finally:
+            run_source.reset(token)
 
     async def close(self) -> None:
         self._closed = True
@@ -535,9 +542,10 @@ class BwrapBackend:
             return RunResult(RunStatus.SANDBOX_ERROR, reason=f"invalid request: {problem}")
         limits = clamp(request.limits, self.config.caps)
         job = self._job(request, lang, limits)
-        payload = json.dumps(job).encode() + b"\n"
+        data = marshal.dumps(job)  # the supervisor is this interpreter: its format, and no imports to read it
+        payload = len(data).to_bytes(8, "little") + data
         marks: dict[str, float] = {"admitted": time.perf_counter()}
-        async with self._slots:
+        async with self._slots.hold(run_source.get() or object()):
             self.stats["runs"] += 1
             marks["slot"] = time.perf_counter()
             box = await self._take()
