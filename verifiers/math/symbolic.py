@@ -252,6 +252,12 @@ def _as_pair(expr: sympy.Basic) -> list[sympy.Basic] | None:
     return None
 
 
+def _scalar(expr: sympy.Basic) -> bool:
+    """A scalar expression. sympy's immutable matrices are ``Expr`` too, but ``x - Matrix`` raises ``TypeError``:
+    arithmetic between the two sides of a comparison is only done on scalars."""
+    return isinstance(expr, sympy.Expr) and not isinstance(expr, MatrixBase)
+
+
 def _names_something(side: sympy.Basic) -> bool:
     """``x``, ``f(x)``/``p(x, y)``, or a quantity written with letters only (``AB``, ``|AB|``, ``x + y``): the side an
     answer names its value by. A side with a number in it (``2x``) is a formula, not a name."""
@@ -259,7 +265,7 @@ def _names_something(side: sympy.Basic) -> bool:
         isinstance(side, AppliedUndef) and all(isinstance(a, sympy.Symbol) for a in side.args)
     ):
         return True
-    return (isinstance(side, sympy.Expr) and bool(side.free_symbols)
+    return (_scalar(side) and bool(side.free_symbols)
             and not any(a.is_Number and abs(a) != 1 for a in side.atoms(sympy.Number)))
 
 
@@ -377,6 +383,8 @@ def equivalent(gold: sympy.Basic, pred: sympy.Basic, rel_tol: float) -> bool:
     if isinstance(gold, sympy.Rel) or isinstance(pred, sympy.Rel):
         if not (isinstance(gold, sympy.Rel) and isinstance(pred, sympy.Rel)):
             return False
+        if not all(_scalar(a) for a in (*gold.args, *pred.args)):
+            return gold == pred  # ``x < M`` for a matrix M: no difference of sides to compare
         (g_q, g_strict), (p_q, p_strict) = _relation_parts(gold), _relation_parts(pred)
         return g_strict == p_strict and _proportional(g_q, p_q, positive=True)
     if isinstance(gold, sympy.Expr) and isinstance(pred, sympy.Expr):
@@ -392,8 +400,8 @@ def _equations_equal(gold: sympy.Basic, pred: sympy.Basic, rel_tol: float) -> bo
             return equivalent(g_solved[1], p_solved[1].xreplace(renaming), rel_tol)
         g_lhs, g_rhs = gold.args
         p_lhs, p_rhs = pred.args
-        if not all(isinstance(a, sympy.Expr) for a in (g_lhs, g_rhs, p_lhs, p_rhs)):
-            return gold == pred
+        if not all(_scalar(a) for a in (g_lhs, g_rhs, p_lhs, p_rhs)):
+            return gold == pred  # ``v = (1, 2)^T`` against ``4x - 5y = -50``: no difference of sides to compare
         return _proportional(g_lhs - g_rhs, p_lhs - p_rhs, positive=False)
     # One side is "x = value" and the other only the value: the value is the answer.
     if g_solved and not isinstance(pred, sympy.Rel):
