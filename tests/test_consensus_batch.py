@@ -15,12 +15,17 @@ def test_group_chunks_keep_runs_of_one_group_together() -> None:
 
 
 def test_score_command_scores_groups_whole(tmp_path: Path) -> None:
+    score_groups_whole(tmp_path)
+
+
+def score_groups_whole(tmp_path: Path, *args: str) -> None:
+    """Three groups of 4 rows with ``--chunk-size 3``: each group outgrows a chunk. ``args`` pick the scorer."""
     answers = {"p1": ["12", "\\boxed{12}", "12.0", "13"], "p2": ["1/2", "0.5", "7", "8"], "p3": ["9", "9", "9", "9"]}
     rows = [{"id": f"{p}-{i}", "prompt_id": p, "response": f"The answer is {a}."}
             for p, values in answers.items() for i, a in enumerate(values)]
     out = tmp_path / "out.jsonl"
     done = run_score(write_jsonl(tmp_path / "in.jsonl", rows), out, "--verifier", "consensus",
-                     "--group-field", "prompt_id", "--chunk-size", "3")
+                     "--group-field", "prompt_id", "--chunk-size", "3", *args)
     assert done.returncode == 0, done.stderr
     got = {r["id"]: r for r in read_jsonl(out)}
     assert [got[f"p1-{i}"]["score"] for i in range(4)] == [1.0, 1.0, 1.0, 0.0]

@@ -17,7 +17,7 @@ import httpx
 from reward_client.coalesce import Coalescer
 from reward_client.errors import RequestRejected
 from reward_client.items import Payload, PrmItem, SandboxRun, VerifyItem, to_wire
-from reward_client.protocol import ClientConfig, Outcome, chunks, judge, shift_loc, splittable
+from reward_client.protocol import ClientConfig, Outcome, chunks, judge, split_point, splittable, unsplittable
 from reward_client.results import PrmResult, SandboxResult, VerifyResult
 from reward_client.retry import RetryPolicy
 
@@ -106,9 +106,9 @@ class RewardClient:
         try:
             return _results(self._request("POST", path, body_of(items)), len(items), path)
         except RequestRejected as exc:
-            if not splittable(exc, len(items)):
-                raise shift_loc(exc, offset) from None
-        half = len(items) // 2
+            half = split_point(items) if splittable(exc, items) else None
+            if half is None:
+                raise unsplittable(exc, items, offset) from None
         return (self._post_items(path, items[:half], body_of, offset)
                 + self._post_items(path, items[half:], body_of, offset + half))
 
@@ -220,9 +220,9 @@ class AsyncRewardClient:
         try:
             return _results(await self._request("POST", path, body_of(items)), len(items), path)
         except RequestRejected as exc:
-            if not splittable(exc, len(items)):
-                raise shift_loc(exc, offset) from None
-        half = len(items) // 2
+            half = split_point(items) if splittable(exc, items) else None
+            if half is None:
+                raise unsplittable(exc, items, offset) from None
         first, second = await asyncio.gather(
             self._post_items(path, items[:half], body_of, offset),
             self._post_items(path, items[half:], body_of, offset + half),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
 import httpx
 
@@ -44,10 +44,56 @@ class ClientConfig:
         return {"base_url": self.base_url, "headers": headers, "timeout": timeout}
 
 
+def group_of(item: Any) -> Any:
+    """The GRPO group a wire item belongs to (None: it belongs to none and may travel with anything)."""
+    return item.get("group") if isinstance(item, Mapping) else None
+
+
+def runs(seq: Sequence[Any]) -> List[Tuple[int, int]]:
+    """(start, end) of each maximal run of consecutive items sharing one group; an ungrouped item is a run alone."""
+    out: List[Tuple[int, int]] = []
+    start = 0
+    for k in range(1, len(seq) + 1):
+        if k == len(seq) or group_of(seq[k]) is None or group_of(seq[k]) != group_of(seq[k - 1]):
+            out.append((start, k))
+            start = k
+    return out
+
+
 def chunks(seq: Sequence[T], size: int) -> Iterator[Tuple[int, Sequence[T]]]:
-    """(offset, slice) pairs covering ``seq`` in order."""
-    for start in range(0, len(seq), size):
-        yield start, seq[start:start + size]
+    """(offset, slice) pairs covering ``seq`` in order, at most ``size`` items each, never cutting a run of one group.
+
+    The server scores a group (items sharing ``group``, e.g. consensus over a GRPO group) within one request, so a
+    group cut in two would be scored as two smaller groups. A run longer than ``size`` travels alone, whole; the
+    server's own cap (``max_batch_items``) is the only limit it must fit (see ``split_point``). Groups are runs: items
+    of one group must be adjacent, as trainers send them.
+    """
+    start = end = 0
+    for run_start, run_end in runs(seq):
+        if run_end - start > size and end > start:
+            yield start, seq[start:end]
+            start = run_start
+        end = run_end
+    if end > start:
+        yield start, seq[start:end]
+
+
+def split_point(items: Sequence[Any]) -> Optional[int]:
+    """Where to halve a chunk the server found too large: the run boundary nearest its middle, so no group is cut;
+    None when the chunk is one run (one group, or one item) and cannot be split."""
+    bounds = [start for start, _ in runs(items)][1:]
+    return min(bounds, key=lambda b: abs(2 * b - len(items))) if bounds else None
+
+
+def unsplittable(exc: RequestRejected, items: Sequence[Any], offset: int) -> RequestRejected:
+    """The server's 413 for a chunk that is one whole group: name the group, since no client-side split can help."""
+    group = group_of(items[0]) if items else None
+    if exc.status_code != 413 or _names_item(exc) or len(items) < 2 or group is None:
+        return shift_loc(exc, offset)
+    message = (f"group {group!r} (items[{offset}:{offset + len(items)}], {len(items)} items) is too large for one "
+               f"request and a group cannot be split across requests; raise the server's max_batch_items or send "
+               f"smaller groups (server said: {exc.message})")
+    return RequestRejected(exc.status_code, message, exc.loc, exc.path)
 
 
 def _message(response: httpx.Response) -> Tuple[str, Optional[List[Any]]]:
@@ -109,7 +155,11 @@ def shift_loc(exc: RequestRejected, offset: int) -> RequestRejected:
     return exc
 
 
-def splittable(exc: RequestRejected, n_items: int) -> bool:
-    """A 413 about the batch (item count or body bytes) goes away by halving it; one naming an item does not."""
-    names_item = bool(exc.loc and len(exc.loc) >= 2 and isinstance(exc.loc[1], int))
-    return exc.status_code == 413 and n_items > 1 and not names_item
+def splittable(exc: RequestRejected, items: Sequence[Any]) -> bool:
+    """A 413 about the batch (item count or body bytes) goes away by halving it at a group boundary; one naming an
+    item, or one about a chunk that is a single group, does not."""
+    return exc.status_code == 413 and not _names_item(exc) and split_point(items) is not None
+
+
+def _names_item(exc: RequestRejected) -> bool:
+    return bool(exc.loc and len(exc.loc) >= 2 and isinstance(exc.loc[1], int))
