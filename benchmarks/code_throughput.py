@@ -1,8 +1,10 @@
 """Code verifier throughput: every HumanEval + MBPP reference program scored through ``POST /v1/verify`` on the
 real server, next to the same programs run the way verl drives SandboxFusion (one sandbox call per test, pass =
-exit 0) against the same server's ``/v1/sandbox/run`` in the same run. Prints programs/s, tests/s and the ratio.
+exit 0) against the same server's ``/v1/sandbox/run``, and next to bare ``subprocess.run([python, "-c", script])``
+calls (no isolation, no server) at ``--parallel``, all in the same run. Prints programs/s, tests/s and the ratios.
 
-    python -m benchmarks.code_throughput [--limit N] [--batch 64] [--concurrency 32]
+    python -m benchmarks.code_throughput [--dataset humaneval|all] [--limit N] [--batch 64] [--concurrency 32]
+                                         [--parallel 8]
 """
 from __future__ import annotations
 
@@ -10,7 +12,9 @@ import argparse
 import asyncio
 import gzip
 import json
+import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -23,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks._common import SHARED_DATA, service  # noqa: E402
 
 
-def load(limit: int | None) -> list[dict[str, Any]]:
+def load(limit: int | None, dataset: str = "all") -> list[dict[str, Any]]:
     """Rows of (response, reference, baseline scripts): one script per test in the baseline."""
     rows = []
     with gzip.open(SHARED_DATA / "code" / "HumanEval.jsonl.gz", "rt") as f:
@@ -32,6 +36,8 @@ def load(limit: int | None) -> list[dict[str, Any]]:
             ref = {"test": t["test"], "entry_point": t["entry_point"], "prompt": t["prompt"]}
             # SandboxFusion/verl run a HumanEval problem as one script: program + check + call.
             rows.append((program, ref, [f"{program}\n{t['test']}\ncheck({t['entry_point']})\n"]))
+    if dataset == "humaneval":
+        return rows[:limit] if limit else rows
     with open(SHARED_DATA / "code" / "mbpp.jsonl") as f:
         for t in map(json.loads, f):
             ref = {"test_list": t["test_list"], "test_setup_code": t["test_setup_code"]}
@@ -78,14 +84,33 @@ async def one_test_per_call(url: str, rows: list, concurrency: int) -> tuple[flo
     return elapsed, len(scripts), sum(ok)
 
 
+def bare(rows: list, parallel: int) -> tuple[float, int, int]:
+    """Each script as a plain ``python -c`` process: what running the tests costs with no sandbox at all."""
+    scripts = [s for _, _, group in rows for s in group]
+
+    def one(code: str) -> bool:
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60).returncode == 0
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(parallel) as pool:
+        ok = list(pool.map(one, scripts))
+    return time.perf_counter() - start, len(scripts), sum(ok)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--limit", type=int, default=None, help="first N programs only (HumanEval first)")
     parser.add_argument("--batch", type=int, default=64, help="items per /v1/verify request")
     parser.add_argument("--concurrency", type=int, default=32, help="requests in flight")
+    parser.add_argument("--dataset", choices=("humaneval", "all"), default="all", help="HumanEval only, or + MBPP")
+    parser.add_argument("--parallel", type=int, default=8, help="bare processes at once; also the server's sandbox "
+                                                                  "slots and warm pool")
     args = parser.parse_args()
-    rows = load(args.limit)
-    with service({"REWARD_SERVICE_MAX_ITEM_TIMEOUT_S": "1200"}) as url:
+    rows = load(args.limit, args.dataset)
+    env = {"REWARD_SERVICE_MAX_ITEM_TIMEOUT_S": "1200", "REWARD_SERVICE_SANDBOX_MAX_CONCURRENT": str(args.parallel),
+           "REWARD_SERVICE_SANDBOX_WARM_POOL": str(args.parallel)}
+    with service(env) as url:
+        bare_s, bare_runs, bare_ok = bare(rows, args.parallel)
         base_s, base_tests, base_ok = asyncio.run(one_test_per_call(url, rows, args.concurrency))
         our_s, our_tests, our_ok = asyncio.run(ours(url, rows, args.batch, max(1, args.concurrency // args.batch) or 1))
     n = len(rows)
@@ -94,7 +119,10 @@ def main() -> None:
           f"{n / our_s:.1f} programs/s  {our_tests / our_s:.1f} tests/s  ({our_ok}/{our_tests} tests passed)")
     print(f"one test per sandbox call (verl/SandboxFusion style, /v1/sandbox/run): {base_s:.1f}s  "
           f"{n / base_s:.1f} programs/s  {base_tests / base_s:.1f} runs/s  ({base_ok}/{base_tests} runs passed)")
+    print(f"bare subprocess, no sandbox (python -c per script, {args.parallel} at once): {bare_s:.1f}s  "
+          f"{n / bare_s:.1f} programs/s  ({bare_ok}/{bare_runs} runs passed)")
     print(f"ratio (programs/s, ours / one-test-per-call): {base_s / our_s:.2f}x")
+    print(f"RATIO (programs/s, ours / bare subprocess): {bare_s / our_s:.2f}x")
 
 
 if __name__ == "__main__":

@@ -17,11 +17,13 @@ from typing import Any
 from pydantic import Field
 
 from sandbox.api import Limits, RunRequest, RunResult, RunStatus
+from sandbox.fairslots import run_source
 from verifiers.base import BaseOptions, Verifier
 from verifiers.code.extract import extract_program
 from verifiers.code.plan import TestPlan, build_plan
 from verifiers.code.stdio import describe_mismatch, outputs_match
 from verifiers.context import Context
+from verifiers.pool import job_source
 from verifiers.types import InvalidReference, Verdict
 
 MESSAGE_CHARS = 300
@@ -79,6 +81,14 @@ class Code(Verifier):
     default_timeout_s = 300.0  # a batch of hundreds queues for sandbox slots inside this deadline
 
     async def acheck(self, response: str, reference: Any, options: CodeOptions, ctx: Context) -> Verdict:  # type: ignore[override]
+        # The sandbox's slots go round-robin by request: one request's hundreds of cases cannot starve another's.
+        token = run_source.set(run_source.get() or job_source.get() or None)
+        try:
+            return await self._check(response, reference, options, ctx)
+        finally:
+            run_source.reset(token)
+
+    async def _check(self, response: str, reference: Any, options: CodeOptions, ctx: Context) -> Verdict:
         plan = build_plan(reference)
         extracted = extract_program(response, plan.language)
         if extracted is None:
