@@ -22,6 +22,7 @@ from reward_service.errors import install_error_handlers
 from reward_service.auth import TokenGate
 from reward_service.limits import BodySizeLimit
 from reward_service.logs import request_id_var
+from sandbox.fairslots import run_source
 from verifiers.pool import job_source
 from reward_service.metrics import Metrics
 from reward_service.runtime import Runtime
@@ -69,6 +70,7 @@ class RequestContext:
         rid = headers.get(b"x-request-id", b"").decode("latin-1")[:64] or uuid.uuid4().hex[:16]
         request_id_var.set(rid)
         job_source.set(rid)  # the worker pool's backlog takes turns between requests
+        run_source.set(rid)  # and so do the sandbox's slots
         started = time.perf_counter()
         code = 500
 
