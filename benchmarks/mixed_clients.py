@@ -1,9 +1,10 @@
 """Mixed clients against the real service: do normal clients keep their latency while one client sends
 pathological math items? (issue 22)
 
-Two phases with the same normal load, each on a freshly started ``reward-service serve`` (``--workers`` verifier
-processes, so both start with cold verifier caches): normal clients alone, then the same clients while a hostile
-client keeps sending batches of answers that hold a worker until their deadline or that the cost guard must refuse.
+Two phases with the same normal load (``--rounds`` pairs, alternating), each on a freshly started
+``reward-service serve`` (``--workers`` verifier processes, so both start with cold verifier caches): normal
+clients alone, then the same clients while a hostile client keeps sending batches of answers that hold a worker
+until their deadline or that the cost guard must refuse.
 For ``--seconds`` per phase each normal client works like a trainer: it sends ``--batch`` real ProcessBench rows (its
 own slice of the file, the same in both phases; synthetic ``\\boxed{k}`` items when the data set is absent), waits
 for the verdicts, then ``--think-ms`` (its training step; 0 saturates the service) before the next batch.
@@ -11,7 +12,7 @@ Prints the normal clients' p50/p99 request latency of both phases side by side w
 statuses, and checks by id that every item sent was answered exactly once. Acceptance: p99 ratio under 2.
 
 Run: python benchmarks/mixed_clients.py [--workers 2] [--clients 3] [--seconds 30] [--batch 4] [--think-ms 100]
-     [--hostile-mix all|runaway|guarded]
+     [--rounds 2] [--hostile-mix all|runaway|guarded]
 """
 from __future__ import annotations
 
@@ -106,12 +107,12 @@ async def normal_client(url: str, name: str, rows: list[tuple[str, Any]], args: 
     return latencies
 
 
-async def hostile_client(url: str, args: argparse.Namespace, ledger: Ledger, stop: asyncio.Event) -> int:
+async def hostile_client(url: str, args: argparse.Namespace, ledger: Ledger, stop: asyncio.Event, tag: str) -> int:
     sent = 0
     mix = {"all": PATHOLOGICAL, "runaway": PATHOLOGICAL[:RUNAWAY], "guarded": PATHOLOGICAL[RUNAWAY:]}[args.hostile_mix]
     async with httpx.AsyncClient(base_url=url, timeout=600) as client:
         while not stop.is_set():
-            items = [{"id": f"hostile-r{sent}-i{k}", "verifier": verifier, "response": f"The answer is {answer}",
+            items = [{"id": f"hostile-{tag}-r{sent}-i{k}", "verifier": verifier, "response": f"The answer is {answer}",
                       "reference": ref, "options": {"timeout_s": args.hostile_timeout}}
                      for k, (verifier, answer, ref) in
                      enumerate(mix[(sent * args.hostile_batch + j) % len(mix)] for j in range(args.hostile_batch))]
@@ -120,15 +121,16 @@ async def hostile_client(url: str, args: argparse.Namespace, ledger: Ledger, sto
     return sent
 
 
-async def phase(url: str, args: argparse.Namespace, kind: str, ledger: Ledger) -> tuple[list[float], int]:
+async def phase(url: str, args: argparse.Namespace, kind: str, ledger: Ledger, tag: str) -> tuple[list[float], int]:
+    """One phase; ``tag`` keeps item ids unique across rounds."""
     per = len(rows := normal_rows(3400)) // args.clients
     hostile = kind == "mixed"
     stop = asyncio.Event()
-    attacker = asyncio.create_task(hostile_client(url, args, ledger, stop)) if hostile else None
+    attacker = asyncio.create_task(hostile_client(url, args, ledger, stop, tag)) if hostile else None
     if attacker is not None:
         await asyncio.sleep(1.0)  # its first batch is on the workers before the normal clients start
     per_client = await asyncio.gather(*(
-        normal_client(url, f"{kind}-c{c}", rows[c * per:(c + 1) * per], args, ledger)
+        normal_client(url, f"{kind}-{tag}-c{c}", rows[c * per:(c + 1) * per], args, ledger)
         for c in range(args.clients)))
     stop.set()
     batches = await attacker if attacker is not None else 0
@@ -146,6 +148,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30.0, help="Length of each phase.")
     parser.add_argument("--batch", type=int, default=4, help="Items per normal request.")
     parser.add_argument("--think-ms", type=float, default=100.0, help="Pause of a normal client between batches.")
+    parser.add_argument("--rounds", type=int, default=2, help="Alone/mixed phase pairs, alternating.")
     parser.add_argument("--hostile-batch", type=int, default=6, help="Pathological items per hostile request.")
     parser.add_argument("--hostile-timeout", type=float, default=10.0, help="Deadline the hostile items ask for.")
     parser.add_argument("--hostile-mix", choices=("all", "runaway", "guarded"), default="all",
@@ -155,13 +158,20 @@ def main() -> None:
 
     ledger = Ledger()
     env = {"REWARD_SERVICE_WORKERS": str(args.workers)}
-    with service(env) as url:
-        alone, _ = asyncio.run(phase(url, args, "alone", ledger))
-    with service(env) as url:
-        mixed, batches = asyncio.run(phase(url, args, "mixed", ledger))
+    alone: list[float] = []
+    mixed: list[float] = []
+    batches = 0
+    for n in range(args.rounds):  # alternating, so a change in the machine's other load hits both phases alike
+        with service(env) as url:
+            alone += asyncio.run(phase(url, args, "alone", ledger, str(n)))[0]
+        with service(env) as url:
+            latencies, sent = asyncio.run(phase(url, args, "mixed", ledger, str(n)))
+            mixed += latencies
+            batches += sent
 
     print(f"mixed clients: {args.workers} workers, {args.clients} normal clients sending {args.batch}-item requests "
-          f"with {args.think_ms:g} ms between them for {args.seconds:g} s per phase, {len(alone)} requests alone, {len(mixed)} with the hostile client "
+          f"with {args.think_ms:g} ms between them for {args.seconds:g} s per phase x {args.rounds}, {len(alone)} "
+          f"requests alone, {len(mixed)} with the hostile client "
           f"({'ProcessBench rows' if DATA.exists() else 'synthetic items'}); hostile client: "
           f"{batches} batches of {args.hostile_batch} pathological items ({args.hostile_mix}, deadline "
           f"{args.hostile_timeout:g} s)")

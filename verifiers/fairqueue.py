@@ -61,7 +61,8 @@ class FairQueue(Generic[T]):
             return None, []
         self._turns.remove(source)
         queue = self._queues[source]
-        run = [queue.popleft() for _ in range(min(len(queue), max(1, size_for(len(queue)) if full_runs(source) else 1)))]
+        wanted = max(1, size_for(len(queue))) if full_runs(source) else 1
+        run = [queue.popleft() for _ in range(min(len(queue), wanted))]
         self._size -= len(run)
         if queue:
             self._turns.append(source)
