@@ -24,9 +24,9 @@ from verifiers.types import Verdict
 
 log = logging.getLogger("reward_service.pool")
 
-# CPU priority of a worker whose check was set aside: about a tenth of a normal worker's share when the CPU is
+# CPU priority of a worker whose check was set aside: about 1.5% of a normal worker's share when the CPU is
 # contended (a runaway check barely slows others), full speed when it is not (a legitimately slow check still ends).
-_SET_ASIDE_NICE = 10
+_SET_ASIDE_NICE = 19
 
 # Who a job is for (the server sets the request id): the backlog takes turns between sources.
 job_source: contextvars.ContextVar[str] = contextvars.ContextVar("job_source", default="")
