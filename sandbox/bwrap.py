@@ -7,8 +7,9 @@ the system directories are bound at neutral paths under /.sandbox/host, so no ho
 what the loader needs and a passwd of its own; the run's writable storage is one tmpfs of the request's ``disk_mb``
 behind /work, /tmp and /dev/shm; the environment is cleared. When the service runs as root, bwrap runs privileged
 and the supervisor drops to a uid of its own per sandbox (so RLIMIT_NPROC counts only that sandbox's processes and
-no file owned by root is readable). The supervisor is the namespace's pid 1: killing bwrap kills it and with it
-every process the program started, setsid or not. Programs run with no capabilities, no_new_privs and the filter of
+no file owned by root is readable). The supervisor is the namespace's pid 1: the host kills it (through a pidfd,
+since bwrap cannot signal another uid) and bwrap, and its death takes every process the program started, setsid
+or not. Programs run with no capabilities, no_new_privs and the filter of
 ``sandbox.seccomp``; where the host has a memory cgroup hierarchy, each sandbox gets its own group whose limit
 counts everything the run holds in RAM.
 """

@@ -68,8 +68,9 @@ def _enter_namespaces(uid, gid):
         f.write(f"{uid} {uid} 1")
     with open("/proc/self/gid_map", "w") as f:
         f.write(f"{gid} {gid} 1")
-    # Credential changes (the uid, the new namespace's capabilities) cleared the parent-death signal bwrap set: as
-    # the namespace's pid 1 we must die with bwrap, or killing the sandbox would leave us behind.
+    # Credential changes (the uid, the new namespace's capabilities) cleared the parent-death signal bwrap set; set it
+    # again. It only takes effect where bwrap may signal us (same uid); when we run under a uid of our own, bwrap holds
+    # no CAP_KILL and the host kills us itself, through a pidfd (sandbox/bwrap.py).
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # from here on, no process of the program can open our /proc files
     libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
