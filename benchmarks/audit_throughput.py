@@ -17,13 +17,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._common import SHARED_DATA  # noqa: E402
-from reward_service.runtime import Runtime  # noqa: E402
-from reward_service.settings import Settings  # noqa: E402
-from verifiers.audit.attacks import TEXT_FAMILIES  # noqa: E402
-from verifiers.audit.probes import generate, probe_audit  # noqa: E402
-from verifiers.registry import build_registry  # noqa: E402
-from verifiers.types import VerifyItem  # noqa: E402
+from benchmarks._common import SHARED_DATA
+from reward_service.runtime import Runtime
+from reward_service.settings import Settings
+from verifiers.audit.attacks import TEXT_FAMILIES
+from verifiers.audit.probes import generate, probe_audit
+from verifiers.registry import build_registry
+from verifiers.types import VerifyItem
 
 
 async def main(refs: int, per_family: int, workers: int) -> None:

@@ -18,10 +18,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._common import SHARED_DATA, service  # noqa: E402
-from reward_service.batch.command import Job, Tally, run_job  # noqa: E402
-from reward_service.batch.rows import RowSpec  # noqa: E402
-from reward_service.batch.scorers import EmbeddedScorer, RemoteScorer  # noqa: E402
+from benchmarks._common import SHARED_DATA, service
+from reward_service.batch.command import Job, Tally, run_job
+from reward_service.batch.rows import RowSpec
+from reward_service.batch.scorers import EmbeddedScorer, RemoteScorer
 
 
 def make_rows(path: Path, n: int, verifier: str) -> None:

@@ -20,18 +20,19 @@ import re
 import statistics
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Awaitable, Callable
 
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "clients"))
 
-from benchmarks._common import service  # noqa: E402
-from reward_client import AsyncRewardClient, RewardClient, VerifyItem  # noqa: E402
-from reward_client.verl import compute_score_async  # noqa: E402
+from reward_client import AsyncRewardClient, RewardClient, VerifyItem
+from reward_client.verl import compute_score_async
+
+from benchmarks._common import service
 
 
 def verify_requests(url: str) -> int:

@@ -13,18 +13,17 @@ import asyncio
 import gzip
 import json
 import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import httpx
 
-import sys
-from pathlib import Path
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._common import SHARED_DATA, service  # noqa: E402
+from benchmarks._common import SHARED_DATA, service
 
 
 def load(limit: int | None, dataset: str = "all") -> list[dict[str, Any]]:

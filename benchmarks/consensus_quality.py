@@ -40,12 +40,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._common import SHARED_DATA  # noqa: E402
-from verifiers.engine import Engine  # noqa: E402
-from verifiers.math.extract import boxed_contents  # noqa: E402
-from verifiers.pool import WorkerPool  # noqa: E402
-from verifiers.registry import load_modules  # noqa: E402
-from verifiers.types import VerifyItem  # noqa: E402
+from benchmarks._common import SHARED_DATA
+from verifiers.engine import Engine
+from verifiers.math.extract import boxed_contents
+from verifiers.pool import WorkerPool
+from verifiers.registry import load_modules
+from verifiers.types import VerifyItem
 
 DATA = SHARED_DATA / "math" / "processbench_answers.jsonl"
 MODULES = ["verifiers.math.verifier", "verifiers.consensus"]

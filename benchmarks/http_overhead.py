@@ -9,7 +9,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._common import drive, service, uvicorn_app  # noqa: E402
+from benchmarks._common import drive, service, uvicorn_app
 
 
 def main() -> None:

@@ -15,9 +15,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._common import SHARED_DATA  # noqa: E402
-from verifiers.ifeval import IfEval  # noqa: E402
-from verifiers.pool import WorkerPool  # noqa: E402
+from benchmarks._common import SHARED_DATA
+from verifiers.ifeval import IfEval
+from verifiers.pool import WorkerPool
 
 
 def load() -> list[tuple[str, dict]]:

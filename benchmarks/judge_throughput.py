@@ -12,8 +12,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._common import service  # noqa: E402
-from tests.fakes.openai_server import FakeOpenAI, serve  # noqa: E402
+from benchmarks._common import service
+from tests.fakes.openai_server import FakeOpenAI, serve
 
 CONFIGS = {
     "one uncached call at a time": {"REWARD_SERVICE_JUDGE_CACHE_SIZE": "0", "REWARD_SERVICE_JUDGE_MAX_CONCURRENCY": "1"},

@@ -26,7 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._common import SHARED_DATA  # noqa: E402
+from benchmarks._common import SHARED_DATA
 
 DATA = SHARED_DATA / "math" / "processbench_answers.jsonl"
 SOURCES = ("gsm8k", "math", "olympiadbench", "omnimath")

@@ -16,14 +16,13 @@ import asyncio
 import json
 import multiprocessing
 import os
-import time
-
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._common import SHARED_DATA  # noqa: E402
+from benchmarks._common import SHARED_DATA
 
 
 def load_pairs(rows: list[dict] | None = None) -> list[tuple[str, str, bool]]:

@@ -30,7 +30,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._common import SHARED_DATA, service  # noqa: E402
+from benchmarks._common import SHARED_DATA, service
 
 DATA = SHARED_DATA / "math" / "processbench_answers.jsonl"
 

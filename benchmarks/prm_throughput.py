@@ -48,7 +48,7 @@ def _commit() -> str:
         return "unknown"
 
 
-def build(preset: str, device: str, dtype, attn: str):  # noqa: ANN001, ANN201
+def build(preset: str, device: str, dtype, attn: str):
     import torch
     from transformers import Qwen2Config, Qwen2ForTokenClassification
 
@@ -64,7 +64,7 @@ def build(preset: str, device: str, dtype, attn: str):  # noqa: ANN001, ANN201
     return model
 
 
-def make_inputs(preset: str, n: int, sep_id: int, seed: int = 0):  # noqa: ANN201
+def make_inputs(preset: str, n: int, sep_id: int, seed: int = 0):
     from verifiers.reward_models.formats import Encoded
 
     rng = random.Random(seed)
@@ -81,7 +81,7 @@ def make_inputs(preset: str, n: int, sep_id: int, seed: int = 0):  # noqa: ANN20
     return out
 
 
-def naive(model, samples, device: str) -> tuple[float, list[list[float]]]:  # noqa: ANN001
+def naive(model, samples, device: str) -> tuple[float, list[list[float]]]:
     import torch
 
     results = []
@@ -96,7 +96,7 @@ def naive(model, samples, device: str) -> tuple[float, list[list[float]]]:  # no
     return time.perf_counter() - t0, results
 
 
-def batched(model, samples, device: str, dtype, budget: int, clients: int) -> tuple[float, list]:  # noqa: ANN001
+def batched(model, samples, device: str, dtype, budget: int, clients: int) -> tuple[float, list]:
     from verifiers.reward_models.batcher import Batcher
     from verifiers.reward_models.loading import LoadedModel, _make_forward
     from verifiers.reward_models.spec import ModelSpec
@@ -121,7 +121,7 @@ def batched(model, samples, device: str, dtype, budget: int, clients: int) -> tu
     return elapsed, results
 
 
-async def _client(b, chunk):  # noqa: ANN001, ANN202
+async def _client(b, chunk):
     out = []
     for i in range(0, len(chunk), 4):  # each caller sends requests of 4 samples, one after the other
         out.extend(await b.score(chunk[i:i + 4]))
@@ -180,7 +180,7 @@ def main() -> None:
                 "tokens_per_s_ours": round(tps_ours, 1), "tokens_per_s_naive": round(tps_naive, 1),
                 "ratio": round(tps_ours / tps_naive, 3), "mfu": None if mfu is None else round(mfu, 4),
                 "peak_tflops": peak or None, "max_score_diff": worst, "torch": torch.__version__,
-                "commit": _commit(), "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+                "commit": _commit(), "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"),
             }
             with RESULTS.open("a") as f:
                 f.write(json.dumps(record) + "\n")

@@ -21,9 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._common import SHARED_DATA  # noqa: E402
-from sandbox.api import Limits, RunRequest, RunStatus  # noqa: E402
-from sandbox.bwrap import BwrapBackend, BwrapConfig  # noqa: E402
+from benchmarks._common import SHARED_DATA
+from sandbox.api import Limits, RunRequest, RunStatus
+from sandbox.bwrap import BwrapBackend, BwrapConfig
 
 
 def humaneval_programs(limit: int) -> list[str]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._common import drive, service  # noqa: E402
+from benchmarks._common import drive, service
 
 SPEC = {"components": [
     {"name": "format", "verifier": "format", "options": {"template": "think"}, "gate": True, "use_reference": False},

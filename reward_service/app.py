@@ -18,15 +18,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from reward_service import __version__
 from reward_service.admission import Admission
-from reward_service.errors import install_error_handlers
 from reward_service.auth import TokenGate
+from reward_service.errors import install_error_handlers
 from reward_service.limits import BodySizeLimit
 from reward_service.logs import request_id_var
-from sandbox.fairslots import run_source
-from verifiers.pool import job_source
 from reward_service.metrics import Metrics
 from reward_service.runtime import Runtime
 from reward_service.settings import Settings
+from sandbox.fairslots import run_source
+from verifiers.pool import job_source
 from verifiers.types import Verdict
 
 log = logging.getLogger("reward_service.http")

@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -157,7 +157,7 @@ def pairs_table(tally: DiffTally) -> Table:
     return table
 
 
-def run(job: DiffJob, config: Optional[str], workers: Optional[int]) -> None:
+def run(job: DiffJob, config: str | None, workers: int | None) -> None:
     from reward_service.batch.scorers import EmbeddedScorer
     from reward_service.runtime import Runtime
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -14,9 +14,9 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help="Verifier and
 
 @app.command()
 def serve(
-    host: Optional[str] = typer.Option(None, help="Bind address (default 127.0.0.1)."),
-    port: Optional[int] = typer.Option(None, help="Port (default 8000)."),
-    config: Optional[str] = typer.Option(None, "--config", help="YAML or TOML settings file."),
+    host: str | None = typer.Option(None, help="Bind address (default 127.0.0.1)."),
+    port: int | None = typer.Option(None, help="Port (default 8000)."),
+    config: str | None = typer.Option(None, "--config", help="YAML or TOML settings file."),
 ) -> None:
     """Run the HTTP service."""
     import uvicorn
@@ -49,7 +49,7 @@ def verify(
     response: str = typer.Option(..., "--response", "-r", help="Model output to check."),
     reference: str = typer.Option("", "--reference", help="Reference: JSON if it parses, else plain text."),
     options: str = typer.Option("{}", "--options", help="Verifier options as JSON."),
-    config: Optional[str] = typer.Option(None, "--config", help="YAML or TOML settings file."),
+    config: str | None = typer.Option(None, "--config", help="YAML or TOML settings file."),
 ) -> None:
     """Check one response in-process and print the verdict as JSON."""
     from pydantic import ValidationError

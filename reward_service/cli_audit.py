@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -16,8 +16,8 @@ audit_app = typer.Typer(no_args_is_help=True, help="False-positive audits of a v
                         "and diffs of two verifiers.")
 
 
-def _run(kind: str, verifier: str, input_path: Path, out: Path, options: str, config: Optional[str],
-         workers: int, db: Optional[str], **kwargs: Any) -> None:
+def _run(kind: str, verifier: str, input_path: Path, out: Path, options: str, config: str | None,
+         workers: int, db: str | None, **kwargs: Any) -> None:
     from reward_service.calibration_resource import policy_from_settings
     from reward_service.runtime import Runtime
     from verifiers.audit import AuditInputError, labelled_audit, probe_audit, write_report
@@ -68,10 +68,10 @@ _WORKERS = typer.Option(0, "--workers", help="Worker processes (0: one per core)
 def labelled(
     verifier: str = _VERIFIER, input: Path = _INPUT, out: Path = _OUT, options: str = _OPTIONS,
     store: bool = typer.Option(False, "--store", help="Write the FP/FN counts to the calibration store."),
-    source: Optional[str] = typer.Option(None, "--source", help="Name of these counts in the store "
+    source: str | None = typer.Option(None, "--source", help="Name of these counts in the store "
                                          "(default: labelled:<input file name>); re-running replaces them."),
-    db: Optional[str] = typer.Option(None, "--db", help="Calibration SQLite file (default: the calibration_db setting)."),
-    config: Optional[str] = _CONFIG, workers: int = _WORKERS,
+    db: str | None = typer.Option(None, "--db", help="Calibration SQLite file (default: the calibration_db setting)."),
+    config: str | None = _CONFIG, workers: int = _WORKERS,
 ) -> None:
     """Rows {"response", "reference", "label"}: confusion matrix, FP/FN rates with intervals, every disagreement."""
     _run("labelled", verifier, input, out, options, config, workers, db, store=store, source=source)
@@ -80,12 +80,12 @@ def labelled(
 @audit_app.command("probes")
 def probes(
     verifier: str = _VERIFIER, input: Path = _INPUT, out: Path = _OUT, options: str = _OPTIONS,
-    families: Optional[str] = typer.Option(None, "--families", help="Comma-separated families (default: all that "
+    families: str | None = typer.Option(None, "--families", help="Comma-separated families (default: all that "
                                            "fit the verifier)."),
-    per_family: Optional[int] = typer.Option(None, "--per-family", min=1, help="Sample this many variants per "
+    per_family: int | None = typer.Option(None, "--per-family", min=1, help="Sample this many variants per "
                                              "family and reference."),
     seed: int = typer.Option(0, "--seed"),
-    config: Optional[str] = _CONFIG, workers: int = _WORKERS,
+    config: str | None = _CONFIG, workers: int = _WORKERS,
 ) -> None:
     """Rows {"reference"}: generate attacks per family and report each family's false-positive rate."""
     chosen = [f.strip() for f in families.split(",") if f.strip()] if families else None
@@ -110,7 +110,7 @@ def diff(
     concurrency: int = typer.Option(4, min=1, help="Chunks in flight at once."),
     tail_chars: int = typer.Option(2000, min=1, help="Characters of each response's end kept in the outputs."),
     max_cards: int = typer.Option(1000, min=0, help="Disagreements shown in report.html (all go to the JSONL)."),
-    config: Optional[str] = _CONFIG, workers: int = _WORKERS,
+    config: str | None = _CONFIG, workers: int = _WORKERS,
 ) -> None:
     """Run two verifiers over the same rollouts: agreement, counts per verdict pair, and every disagreement."""
     from reward_service.audit_diff import DiffJob, parse_options, run

@@ -8,6 +8,7 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
+
 def json_nodes(value: Any) -> Iterator[tuple[Any, tuple[Any, ...]]]:
     """Every value inside a parsed JSON value with its path, without recursion (bodies may nest deeply)."""
     stack: list[tuple[Any, tuple[Any, ...]]] = [(value, ())]

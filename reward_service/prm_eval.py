@@ -5,7 +5,7 @@ import asyncio
 import json
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -43,9 +43,9 @@ def prm_eval(
     data_dir: Path = typer.Option(DEFAULT_DATA, "--data-dir", help="Directory holding processbench_*.json."),
     subsets: str = typer.Option(",".join(SUBSETS), "--subsets", help="Comma-separated subsets."),
     threshold: float = typer.Option(0.5, "--threshold", help="A step scored below it is the predicted error."),
-    limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N samples of each subset."),
+    limit: int | None = typer.Option(None, "--limit", help="Only the first N samples of each subset."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
-    config: Optional[str] = typer.Option(None, "--config", help="YAML or TOML settings file."),
+    config: str | None = typer.Option(None, "--config", help="YAML or TOML settings file."),
 ) -> None:
     """ProcessBench: per subset, accuracy on erroneous and on correct samples and their harmonic mean (F1)."""
     from reward_service.runtime import Runtime

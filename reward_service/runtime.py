@@ -59,7 +59,7 @@ class Runtime:
 
     @classmethod
     @asynccontextmanager
-    async def open(cls, settings: Settings, on_result: ResultHook | None = None) -> AsyncIterator["Runtime"]:
+    async def open(cls, settings: Settings, on_result: ResultHook | None = None) -> AsyncIterator[Runtime]:
         modules = list(settings.extra_verifier_modules)
         registry = build_registry(modules)
         from verifiers.registry import BUILTIN_MODULES

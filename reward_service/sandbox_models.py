@@ -86,7 +86,7 @@ class RunOut(BaseModel):
     reason: str = ""
 
     @classmethod
-    def of(cls, result: RunResult, id: str | None = None) -> "RunOut":
+    def of(cls, result: RunResult, id: str | None = None) -> RunOut:
         data: dict[str, Any] = asdict(result)
         data["status"] = result.status.value
         data["wall_ms"] = round(result.wall_ms, 3)

@@ -92,7 +92,7 @@ class RunCodeResponse(BaseModel):
     files: dict[str, str] = Field(default_factory=dict, description="fetch_files that existed, base64.")
 
     @classmethod
-    def sandbox_error(cls, message: str, pod: str | None = None) -> "RunCodeResponse":
+    def sandbox_error(cls, message: str, pod: str | None = None) -> RunCodeResponse:
         return cls(status=ApiStatus.SANDBOX_ERROR, message=message, executor_pod_name=pod,
                    run_result=CommandRunResult(status=CommandStatus.ERROR, stderr=message))
 

@@ -116,7 +116,7 @@ class Settings(BaseSettings):
     )
 
     @model_validator(mode="after")
-    def _batch_fits_the_queue(self) -> "Settings":
+    def _batch_fits_the_queue(self) -> Settings:
         # A batch larger than the admission queue could never be admitted: every retry would get 429 forever.
         if self.max_batch_items > self.max_pending_items:
             raise ValueError(

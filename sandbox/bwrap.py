@@ -348,7 +348,7 @@ class BwrapBackend:
         started = time.perf_counter()
         try:
             result = await self._run(request)
-        except Exception as exc:  # noqa: BLE001 - a sandbox fault is a named status, never a crash
+        except Exception as exc:
             log.exception("sandbox failure")
             result = RunResult(RunStatus.SANDBOX_ERROR, reason=f"sandbox failure: {type(exc).__name__}: {exc}")
         if result.status is RunStatus.SANDBOX_ERROR:
@@ -442,7 +442,7 @@ class BwrapBackend:
         box = _Sandbox(proc, reader, transport, uid, group)
         try:
             line = await asyncio.wait_for(reader.readline(), timeout=30)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             line = b""
         except BaseException:  # cancelled (shutdown): never leave a half-started sandbox behind
             await asyncio.shield(self._release(box))

@@ -124,7 +124,7 @@ class MemoryCgroups:
         return f"cgroup v{self.version} memory controller ({self.base})"
 
     @classmethod
-    def detect(cls, root_override: str | None = None) -> tuple["MemoryCgroups | None", str]:
+    def detect(cls, root_override: str | None = None) -> tuple[MemoryCgroups | None, str]:
         """(cgroups, "") when a writable memory hierarchy exists, else (None, why not)."""
         own = _read_own_cgroups()
         candidates: list[tuple[Path, int]] = []

@@ -37,7 +37,7 @@ def docker_unavailable_reason() -> str:
         client.ping()
         client.close()
         return ""
-    except Exception as exc:  # noqa: BLE001 - any failure means "no engine here"
+    except Exception as exc:
         return f"{type(exc).__name__}: {exc}"
 
 
@@ -73,7 +73,7 @@ class DockerBackend:
         async with self._slots:
             try:
                 return await asyncio.to_thread(self._run_blocking, request, clamp(request.limits, self.config.caps))
-            except Exception as exc:  # noqa: BLE001 - engine failures are the sandbox's, never the program's
+            except Exception as exc:
                 return RunResult(RunStatus.SANDBOX_ERROR, reason=f"docker: {type(exc).__name__}: {exc}")
 
     async def run_many(self, requests: list[RunRequest]) -> list[RunResult]:
@@ -105,7 +105,7 @@ class DockerBackend:
             container.start()
             try:
                 state = container.wait(timeout=limits.wall_s)
-            except Exception:  # noqa: BLE001 - the engine's read timeout is our wall limit
+            except Exception:
                 timed_out = True
                 container.kill()
                 state = container.wait(timeout=30)

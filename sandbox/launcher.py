@@ -217,7 +217,7 @@ def _compile(job):
             os.dup2(devnull, 0)
             _confine_child(job, job["compile_limits"])
             os.execve(job["compile"][0], job["compile"], job["env"])
-        except BaseException as exc:  # noqa: BLE001 - report and die, never return into the launcher
+        except BaseException as exc:
             os.write(2, f"cannot start compiler: {exc}\n".encode())
         os._exit(127)
     os.close(w)
@@ -236,8 +236,8 @@ def _compile(job):
 
 def _run_python_here(job):
     """In the forked child: behave like ``python main.py`` without starting a new interpreter."""
-    import builtins
     import _sitebuiltins
+    import builtins
 
     builtins.exit = _sitebuiltins.Quitter("exit", "Ctrl-D (i.e. EOF)")
     builtins.quit = _sitebuiltins.Quitter("quit", "Ctrl-D (i.e. EOF)")
@@ -266,10 +266,10 @@ def _start_program(job, stdin_fd):
         os.chdir(WORK)
         _confine_child(job, job["limits"])
         if job.get("inline_python"):
-            sys.stdin = open(0, "r", closefd=False)
+            sys.stdin = open(0, closefd=False)
             return 0
         os.execve(job["run"][0], [*job["run"], *job["args"]], job["env"])
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:
         os.write(2, f"sandbox: cannot start program: {exc}\n".encode())
         os._exit(127)
     return 0

@@ -16,8 +16,8 @@ import pytest
 from verifiers.audit import labelled_audit
 from verifiers.calibration import AppealCounts, ConfigKey, Counts, SQLiteCalibrationStore, wilson
 from verifiers.calibration.apply import CalibrationPolicy
-from verifiers.calibration.key import config_key
 from verifiers.calibration.correction import NoiseRates, backward, forward_weight
+from verifiers.calibration.key import config_key
 from verifiers.engine import Engine
 from verifiers.registry import build_registry
 from verifiers.types import Status, VerifyItem

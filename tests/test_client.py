@@ -10,11 +10,16 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-
 from reward_client import (
-    AsyncRewardClient, RequestRejected, RetryPolicy, RewardClient, ServiceUnavailable, VerifyItem,
+    AsyncRewardClient,
+    RequestRejected,
+    RetryPolicy,
+    RewardClient,
+    ServiceUnavailable,
+    VerifyItem,
 )
 from reward_client.retry import parse_retry_after
+
 from tests.conftest import ROOT, LiveServer, free_port
 
 FAST = RetryPolicy(attempts=5, base_delay_s=0.05, max_delay_s=0.2)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from reward_client import RequestRejected, RetryPolicy, RewardClient, ServiceUnavailable, VerifyItem
+
 from tests.conftest import LiveServer, free_port
 from tests.live_restart import Restarter
 from tests.test_trainer_adapters import verl_module  # noqa: F401 - the fixture, loaded as verl loads it
@@ -133,7 +133,7 @@ def test_default_client_rides_out_a_20_s_restart(tmp_path: Path) -> None:
         def call(key: str, client: RewardClient) -> None:
             try:
                 results[key] = client.scores("exact_match", ["a", "b"], ["a", "a"])
-            except Exception as exc:  # noqa: BLE001 - reported by the assertion below
+            except Exception as exc:
                 results[key] = exc
 
         callers = [threading.Thread(target=call, args=(k, c))

@@ -7,13 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from reward_client import AsyncRewardClient, RequestRejected, RewardClient, VerifyItem
 from reward_client.protocol import chunks, split_point
+
 from tests.conftest import LiveServer
+from tests.test_client import FAST, calls, script, scripted  # noqa: F401 - the scripted server fixture
 from tests.test_consensus import _processbench_groups
 from tests.test_consensus_batch import score_groups_whole
-from tests.test_client import FAST, calls, script, scripted  # noqa: F401 - the scripted server fixture
 
 
 def wire(groups: str) -> list[dict[str, Any]]:

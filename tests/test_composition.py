@@ -10,7 +10,12 @@ import pytest
 from tests.conftest import LiveServer, run_server
 from verifiers.groups import group_stats
 from verifiers.shaping import (
-    FormatVerifier, JsonSchemaVerifier, LengthVerifier, RepetitionVerifier, dapo_overlong_penalty, ramp_penalty,
+    FormatVerifier,
+    JsonSchemaVerifier,
+    LengthVerifier,
+    RepetitionVerifier,
+    dapo_overlong_penalty,
+    ramp_penalty,
 )
 
 THINK_SPEC = {

@@ -85,7 +85,7 @@ def test_cheap_checks_run_inline_without_starting_a_worker() -> None:
     assert settled(threading.active_count())[1] == before
 
 
-def test_a_stuck_worker_dies_with_its_parent(tmp_path) -> None:  # noqa: ANN001
+def test_a_stuck_worker_dies_with_its_parent(tmp_path) -> None:
     """A script killed mid-check (or a crashed server) must not leave a worker spinning on a pathological input."""
     import os
     import subprocess

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import sympy
-from sympy.matrices.matrixbase import MatrixBase
 from latex2sympy2_extended.math_normalization import normalize_latex
+from sympy.matrices.matrixbase import MatrixBase
 
 from tests.test_math_datasets import load, rewrites, same_value
 from verifiers.math import symbolic

@@ -24,7 +24,7 @@ V = MathVerifier()
 OPTS = V.parse_options({})
 
 
-def verdict(response: str, reference: object):  # noqa: ANN201 - a Verdict
+def verdict(response: str, reference: object):
     return V.check(response, reference, OPTS)
 
 

@@ -19,7 +19,7 @@ from tests.conftest import ROOT, LiveServer, free_port, run_server
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from tests.reward_model_builders import build_model, model_env  # noqa: E402
+from tests.reward_model_builders import build_model, model_env
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +48,7 @@ def rm_server(dirs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -
 
 
 @pytest.fixture(scope="module")
-def reference_prm(dirs: dict[str, Path]):  # noqa: ANN201
+def reference_prm(dirs: dict[str, Path]):
     """The same model loaded in the test process, scored one item at a time: the ground truth."""
     from verifiers.reward_models.loading import load_model
     from verifiers.reward_models.spec import ModelSpec
@@ -64,7 +64,7 @@ def score(server: LiveServer, body: dict) -> httpx.Response:
         return c.post("/v1/prm/score", json=body)
 
 
-def test_prm_score_steps_and_response(rm_server: LiveServer, reference_prm) -> None:  # noqa: ANN001
+def test_prm_score_steps_and_response(rm_server: LiveServer, reference_prm) -> None:
     body = {"model": "qwen-prm", "aggregation": "min", "items": [
         {"id": "a", "prompt": "How many clips?", "steps": STEPS},
         {"id": "b", "prompt": "How many clips?", "response": "\n\n".join(STEPS)},
@@ -138,7 +138,7 @@ def test_one_too_long_item_does_not_sink_the_batch(rm_server: LiveServer) -> Non
     assert long["status"] == "error" and long["score"] is None and "exceeds" in long["reason"]
 
 
-def test_concurrent_clients_are_merged_and_match_single_scores(rm_server: LiveServer, reference_prm) -> None:  # noqa: ANN001
+def test_concurrent_clients_are_merged_and_match_single_scores(rm_server: LiveServer, reference_prm) -> None:
     prompts = [(f"Problem {i}: add {i} and {2 * i}.", [f"{i} + {2 * i} = {3 * i}."] * (1 + i % 4)) for i in range(24)]
     want = [reference_prm.run(reference_prm.encoder.encode_steps([p]))[0] for p in prompts]
 

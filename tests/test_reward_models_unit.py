@@ -3,7 +3,6 @@ scoring on tiny random Qwen2 models loaded through the real loading code."""
 from __future__ import annotations
 
 import asyncio
-import math
 from pathlib import Path
 
 import pytest
@@ -185,7 +184,7 @@ def test_orm_matches_sequence_classification_forward(model_dirs: dict[str, Path]
     assert len(set(round(x, 6) for x in got)) == 3
 
 
-def _run(coro):  # noqa: ANN001, ANN202
+def _run(coro):
     return asyncio.run(coro)
 
 
@@ -212,7 +211,7 @@ def test_token_budget_caps_padded_batch(model_dirs: dict[str, Path]) -> None:
     encoded = m.encoder.encode_steps(PROBLEMS * 3)
     seen: list[int] = []
 
-    def runner(batch):  # noqa: ANN001, ANN202
+    def runner(batch):
         seen.append(len(batch) * max(len(e) for e in batch))
         return m.run(batch)
 
@@ -233,7 +232,7 @@ def test_out_of_memory_splits_and_retries(model_dirs: dict[str, Path]) -> None:
     encoded = m.encoder.encode_steps(PROBLEMS * 2)
     calls: list[int] = []
 
-    def flaky(batch):  # noqa: ANN001, ANN202
+    def flaky(batch):
         """Simulated device: anything over 2 sequences, or the one very long sequence, does not fit."""
         calls.append(len(batch))
         if len(batch) > 2 or any(len(e) > 150 for e in batch):
@@ -265,7 +264,7 @@ def test_hub_readiness_and_failures(model_dirs: dict[str, Path]) -> None:
 
     gate = threading.Event()
 
-    def slow_loader(spec: ModelSpec):  # noqa: ANN202
+    def slow_loader(spec: ModelSpec):
         gate.wait(30)
         if spec.name == "broken":
             raise OSError("no such model directory")

@@ -111,7 +111,7 @@ def _raw_post(url: str, path: str, size: int, headers: str = "") -> int:
     return int(reply.split()[1])
 
 
-def test_unauthenticated_bodies_are_refused_before_they_are_read(tmp_path) -> None:  # noqa: ANN001
+def test_unauthenticated_bodies_are_refused_before_they_are_read(tmp_path) -> None:
     from tests.conftest import run_server
 
     with run_server(tmp_path, {"REWARD_SERVICE_AUTH_TOKEN": "s3cret", "REWARD_SERVICE_WORKERS": "1"}) as live:
@@ -131,7 +131,7 @@ def test_unauthenticated_bodies_are_refused_before_they_are_read(tmp_path) -> No
             assert c.get("/healthz").status_code == 200
 
 
-def test_every_error_body_names_its_request(tmp_path) -> None:  # noqa: ANN001
+def test_every_error_body_names_its_request(tmp_path) -> None:
     """4xx from routes, from validation, from the body-size limit and the token gate, and the id a client sent."""
     from tests.conftest import run_server
 

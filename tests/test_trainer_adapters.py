@@ -17,8 +17,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from reward_client.trl import completion_text, make_async_reward_func, make_reward_func
+
 from tests.conftest import LiveServer, run_server
 
 NUM_GENERATIONS = 3

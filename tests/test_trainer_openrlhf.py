@@ -19,6 +19,7 @@ import pytest
 agent = pytest.importorskip("openrlhf.utils.agent")
 
 import reward_client.openrlhf as shipped  # noqa: E402
+
 from tests.conftest import LiveServer  # noqa: E402
 from tests.live_restart import Restarter  # noqa: E402
 from tests.reward_model_builders import build_tokenizer  # noqa: E402
@@ -41,7 +42,7 @@ class FixedEngine:
         self.ids = tokenizer(text=text, add_special_tokens=False)["input_ids"]
         self.text = text
 
-    async def generate(self, prompt_token_ids, sampling_params, multi_modal_data=None):  # noqa: ANN001
+    async def generate(self, prompt_token_ids, sampling_params, multi_modal_data=None):
         out = SimpleNamespace(token_ids=self.ids, text=self.text, finish_reason="stop", logprobs=None)
         return SimpleNamespace(outputs=[out])
 

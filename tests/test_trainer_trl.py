@@ -13,6 +13,7 @@ trl = pytest.importorskip("trl")
 datasets = pytest.importorskip("datasets")
 
 from reward_client.trl import make_async_reward_func, make_reward_func  # noqa: E402
+
 from tests.conftest import LiveServer  # noqa: E402
 from tests.live_restart import Restarter  # noqa: E402
 from tests.reward_model_builders import build_model  # noqa: E402
@@ -97,7 +98,7 @@ def test_grpo_run_survives_a_server_restart_between_steps(policy: Path, restarte
     later: list[threading.Thread] = []
 
     class RestartAfterFirstStep(TrainerCallback):
-        def on_step_end(self, args, state, control, **kwargs):  # noqa: ANN001 - transformers' signature
+        def on_step_end(self, args, state, control, **kwargs):
             if state.global_step == 1:
                 restarter.stop()  # down now; back in 5 s, while step 2 is already waiting on its rewards
                 timer = threading.Timer(5.0, restarter.start)

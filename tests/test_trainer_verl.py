@@ -18,13 +18,13 @@ reward_loop = pytest.importorskip("verl.experimental.reward_loop.reward_loop")
 hydra = pytest.importorskip("hydra")
 
 import numpy as np  # noqa: E402
+import reward_client.verl as shipped  # noqa: E402
 import torch  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
 from verl import DataProto  # noqa: E402
 from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager  # noqa: E402
 from verl.utils.ray_utils import get_event_loop  # noqa: E402
 
-import reward_client.verl as shipped  # noqa: E402
 from tests.conftest import LiveServer  # noqa: E402
 from tests.reward_model_builders import build_tokenizer  # noqa: E402
 from tests.test_client_coalescing import requests_to  # noqa: E402

@@ -13,6 +13,7 @@ import traceback
 
 from verifiers._frames import read_frame, write_frame
 
+
 def _limit_memory() -> None:
     mb = int(os.environ.get("REWARD_SERVICE_WORKER_MEMORY_MB", "0") or 0)
     if mb > 0:

@@ -73,18 +73,18 @@ class Verifier:
     def warm_up(self) -> None:
         """Load what the first check would otherwise load (data files, tokenizers); run once per worker at start."""
 
-    def validate(self, options: BaseOptions, registry: "Registry") -> None:
+    def validate(self, options: BaseOptions, registry: Registry) -> None:
         """Request-time checks that need the registry (e.g. a spec's component names); raise to refuse the item."""
 
     def check(self, response: str, reference: Any, options: BaseOptions) -> Verdict:
         """Synchronous check, run in a worker process (``execution = "process"``)."""
         raise NotImplementedError(f"{self.name} is an async verifier")
 
-    async def acheck(self, response: str, reference: Any, options: BaseOptions, ctx: "Context") -> Verdict:
+    async def acheck(self, response: str, reference: Any, options: BaseOptions, ctx: Context) -> Verdict:
         """Asynchronous check, awaited on the event loop (``execution = "async"``)."""
         return self.check(response, reference, options)
 
-    async def finish_group(self, engine: "Engine", items: list["Prepared"], verdicts: list[Verdict]) -> list[Verdict]:
+    async def finish_group(self, engine: Engine, items: list[Prepared], verdicts: list[Verdict]) -> list[Verdict]:
         """The request-level pass of a group-level verifier: final verdicts for its ``items`` of one request."""
         return verdicts
 

@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 @dataclass
 class Context:
-    engine: "Engine"
+    engine: Engine
     resources: dict[str, Any] = field(default_factory=dict)
 
     def resource(self, name: str) -> Any:

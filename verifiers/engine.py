@@ -54,7 +54,7 @@ class Engine:
         self._warned_soft_deadline = False
 
     @staticmethod
-    def local(*args: Any, **kwargs: Any) -> AbstractAsyncContextManager["Engine"]:
+    def local(*args: Any, **kwargs: Any) -> AbstractAsyncContextManager[Engine]:
         """``async with Engine.local() as engine``: library use with hard deadlines (``verifiers.local``)."""
         from verifiers.local import local_engine
 
@@ -135,7 +135,7 @@ class Engine:
             else:
                 coro = verifier.acheck(p.item.response, p.item.reference, p.options, self.context)
             return await asyncio.wait_for(coro, timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             if verifier.execution == "process" and not self._warned_soft_deadline:
                 self._warned_soft_deadline = True
                 log.warning("a %s check overran its %gs deadline in a thread that cannot be stopped; use "

@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from verifiers.engine import Engine, Prepared
 
 
-async def finish_groups(engine: "Engine", prepared: Sequence["Prepared"], verdicts: list[Verdict]) -> list[Verdict]:
+async def finish_groups(engine: Engine, prepared: Sequence[Prepared], verdicts: list[Verdict]) -> list[Verdict]:
     """``verdicts`` with those of group-level verifiers replaced by their request-level pass."""
     by_verifier: dict[str, list[int]] = {}
     for i, p in enumerate(prepared):

@@ -34,7 +34,7 @@ class LazyPool(WorkerPool):
         if not self._started and not self._closed:
             try:
                 await self._start_once()
-            except Exception as exc:  # noqa: BLE001 - infrastructure, never a score
+            except Exception as exc:
                 return Verdict.unavailable(f"the local verifier worker could not start: {exc}")
             job.admitted = time.monotonic()
         return await super().submit(job)
@@ -82,7 +82,7 @@ class LocalVerifier:
         self._runner: asyncio.Runner | None = None
         self.engine: Engine | None = None
 
-    def __enter__(self) -> "LocalVerifier":
+    def __enter__(self) -> LocalVerifier:
         self._runner = asyncio.Runner()
         try:
             self.engine = self._runner.run(self._context.__aenter__())

@@ -32,22 +32,22 @@ _SET_ASIDE_NICE = 19
 job_source: contextvars.ContextVar[str] = contextvars.ContextVar("job_source", default="")
 
 
-def _serialise(chunk: list[tuple["Job", "asyncio.Future[Verdict]"]]) -> tuple[bytes, list[tuple["Job", "asyncio.Future[Verdict]"]]]:
+def _serialise(chunk: list[tuple[Job, asyncio.Future[Verdict]]]) -> tuple[bytes, list[tuple[Job, asyncio.Future[Verdict]]]]:
     """The chunk as one pickle for the pipe. A job that cannot be pickled (a reference nested past the recursion
     limit, an object pickle refuses) is answered at once with an error verdict and left out: re-queueing it would
     fail the same way on every worker and jam the pool."""
-    def wire(job: "Job") -> tuple[Any, ...]:
+    def wire(job: Job) -> tuple[Any, ...]:
         return (job.name, job.response, job.reference, job.options)
 
     try:
         return pickle.dumps([wire(j) for j, _ in chunk], protocol=pickle.HIGHEST_PROTOCOL), chunk
-    except Exception:  # noqa: BLE001 - RecursionError, PicklingError, TypeError: find the culprits one by one
+    except Exception:
         pass
     kept = []
     for job, future in chunk:
         try:
             pickle.dumps(wire(job), protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             _resolve(future, Verdict.error(f"the item cannot be sent to a verifier worker ({type(exc).__name__}); "
                                            "is its reference or options nested too deeply?"))
         else:
@@ -55,7 +55,7 @@ def _serialise(chunk: list[tuple["Job", "asyncio.Future[Verdict]"]]) -> tuple[by
     return pickle.dumps([wire(j) for j, _ in kept], protocol=pickle.HIGHEST_PROTOCOL), kept
 
 
-def _resolve(future: "asyncio.Future[Verdict]", verdict: Verdict) -> None:
+def _resolve(future: asyncio.Future[Verdict], verdict: Verdict) -> None:
     if not future.done():  # the caller may have gone away (request cancelled)
         future.set_result(verdict)
 
@@ -178,7 +178,7 @@ class WorkerPool:
         worker = _Worker(proc)
         try:
             hello = await asyncio.wait_for(worker.recv(), self.start_timeout_s)
-        except (asyncio.TimeoutError, asyncio.IncompleteReadError) as exc:
+        except (TimeoutError, asyncio.IncompleteReadError) as exc:
             await worker.kill()
             raise RuntimeError(f"verifier worker failed to start (exit code {proc.returncode})") from exc
         except BaseException:  # cancelled (the pool is closing during a respawn): the child must not outlive it
@@ -295,8 +295,8 @@ class WorkerPool:
     def _may_set_aside(self, job: Job) -> bool:
         return 0 < self.slow_after_s < job.remaining() and len(self._aside) < self.size
 
-    def _set_aside(self, worker: _Worker, chunk: list[tuple[Job, "asyncio.Future[Verdict]"]],
-                   at: int) -> list[tuple[Job, "asyncio.Future[Verdict]"]]:
+    def _set_aside(self, worker: _Worker, chunk: list[tuple[Job, asyncio.Future[Verdict]]],
+                   at: int) -> list[tuple[Job, asyncio.Future[Verdict]]]:
         """A check still running after ``slow_after_s`` (real ones take milliseconds) has its worker set aside: the
         worker drops to a low CPU priority and is retired once the check ends or overruns, a fresh worker takes
         its place at once, and the rest of its chunk goes back to the queue. A check that holds its worker until the
@@ -314,7 +314,7 @@ class WorkerPool:
         self._requeue(chunk[at + 1:])
         return chunk[:at + 1]
 
-    def _requeue(self, jobs: list[tuple[Job, "asyncio.Future[Verdict]"]]) -> None:
+    def _requeue(self, jobs: list[tuple[Job, asyncio.Future[Verdict]]]) -> None:
         """Jobs a worker will not run go back to the front of the queue for another worker."""
         if jobs:
             self._pending.push_front((job.source, (job, fut)) for job, fut in jobs)
@@ -329,7 +329,7 @@ class WorkerPool:
                 self._ever_proven.discard(source)
         self._wakeup.set()  # a barred source may be served again
 
-    async def _run_chunk(self, worker: _Worker, chunk: list[tuple[Job, "asyncio.Future[Verdict]"]]) -> None:
+    async def _run_chunk(self, worker: _Worker, chunk: list[tuple[Job, asyncio.Future[Verdict]]]) -> None:
         data, chunk = _serialise(chunk)
         if not chunk:
             self._idle.put_nowait(worker)

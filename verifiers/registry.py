@@ -64,7 +64,7 @@ def load_modules(modules: Iterable[str]) -> Registry:
     registry = Registry()
     for module_name in modules:
         module = importlib.import_module(module_name)
-        for verifier in getattr(module, "VERIFIERS"):
+        for verifier in module.VERIFIERS:
             registry.register(verifier)
     return registry
 

@@ -34,7 +34,7 @@ class FormatOptions(BaseOptions):
     regex: str | None = Field(None, description="Python pattern the whole response must match (DOTALL).")
 
     @model_validator(mode="after")
-    def _one_rule(self) -> "FormatOptions":
+    def _one_rule(self) -> FormatOptions:
         if (self.template is None) == (self.regex is None):
             raise ValueError("give exactly one of 'template' or 'regex'")
         if self.regex is not None:
@@ -98,7 +98,7 @@ class LengthOptions(BaseOptions):
     tokenizer: str | None = Field(None, description="unit=tokens: name of a tokenizer configured on the server.")
 
     @model_validator(mode="after")
-    def _consistent(self) -> "LengthOptions":
+    def _consistent(self) -> LengthOptions:
         if self.mode == "dapo" and self.cache_length > self.max_length:
             raise ValueError("cache_length must not exceed max_length")
         if self.mode != "dapo" and self.start_length >= self.max_length:

@@ -37,7 +37,7 @@ class SpecOptions(BaseOptions):
     normalize: bool = Field(False, description="Divide the weighted sum by the sum of the non-gate weights.")
 
     @model_validator(mode="after")
-    def _unique(self) -> "SpecOptions":
+    def _unique(self) -> SpecOptions:
         names = [c.name for c in self.components]
         if len(set(names)) != len(names):
             raise ValueError("component names must be unique")

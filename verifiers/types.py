@@ -52,31 +52,31 @@ class Verdict:
 
     # Constructors that read like the statuses they build.
     @classmethod
-    def ok(cls, score: float, reason: str = "", **details: Any) -> "Verdict":
+    def ok(cls, score: float, reason: str = "", **details: Any) -> Verdict:
         return cls(Status.OK, float(score), reason, details)
 
     @classmethod
-    def no_answer(cls, reason: str = "no answer found", **details: Any) -> "Verdict":
+    def no_answer(cls, reason: str = "no answer found", **details: Any) -> Verdict:
         return cls(Status.NO_ANSWER, 0.0, reason, details)
 
     @classmethod
-    def rejected(cls, reason: str, **details: Any) -> "Verdict":
+    def rejected(cls, reason: str, **details: Any) -> Verdict:
         return cls(Status.REJECTED, 0.0, reason, details)
 
     @classmethod
-    def invalid_reference(cls, reason: str, **details: Any) -> "Verdict":
+    def invalid_reference(cls, reason: str, **details: Any) -> Verdict:
         return cls(Status.INVALID_REFERENCE, None, reason, details)
 
     @classmethod
-    def timeout(cls, reason: str = "deadline exceeded", **details: Any) -> "Verdict":
+    def timeout(cls, reason: str = "deadline exceeded", **details: Any) -> Verdict:
         return cls(Status.TIMEOUT, None, reason, details)
 
     @classmethod
-    def error(cls, reason: str, **details: Any) -> "Verdict":
+    def error(cls, reason: str, **details: Any) -> Verdict:
         return cls(Status.ERROR, None, reason, details)
 
     @classmethod
-    def unavailable(cls, reason: str, **details: Any) -> "Verdict":
+    def unavailable(cls, reason: str, **details: Any) -> Verdict:
         return cls(Status.UNAVAILABLE, None, reason, details)
 
     def to_dict(self) -> dict[str, Any]:
@@ -89,7 +89,7 @@ class Verdict:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Verdict":
+    def from_dict(cls, data: dict[str, Any]) -> Verdict:
         return cls(
             Status(data["status"]),
             data.get("score"),

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar, Union
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar, Union
 
 import httpx
 
@@ -22,17 +23,17 @@ from reward_client.results import PrmResult, SandboxResult, VerifyResult
 from reward_client.retry import RetryPolicy
 
 T = TypeVar("T")
-BodyOf = Callable[[List[Dict[str, Any]]], Dict[str, Any]]
+BodyOf = Callable[[list[dict[str, Any]]], dict[str, Any]]
 Timeout = Union[float, httpx.Timeout]
 
 
-def _items_body(items: List[Dict[str, Any]]) -> Dict[str, Any]:
+def _items_body(items: list[dict[str, Any]]) -> dict[str, Any]:
     return {"items": items}
 
 
-def _prm_body(model: str, aggregation: str, threshold: Optional[float], split: Any) -> BodyOf:
-    def body(items: List[Dict[str, Any]]) -> Dict[str, Any]:
-        out: Dict[str, Any] = {"model": model, "items": items, "aggregation": aggregation}
+def _prm_body(model: str, aggregation: str, threshold: float | None, split: Any) -> BodyOf:
+    def body(items: list[dict[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {"model": model, "items": items, "aggregation": aggregation}
         if threshold is not None:
             out["threshold"] = threshold
         if split is not None:
@@ -42,12 +43,12 @@ def _prm_body(model: str, aggregation: str, threshold: Optional[float], split: A
     return body
 
 
-def _run_item(code_or_run: Union[str, Payload], language: str, kw: Dict[str, Any]) -> Dict[str, Any]:
+def _run_item(code_or_run: str | Payload, language: str, kw: dict[str, Any]) -> dict[str, Any]:
     run = SandboxRun(code=code_or_run, language=language, **kw) if isinstance(code_or_run, str) else code_or_run
     return to_wire(run)
 
 
-def _results(body: Any, n: int, path: str) -> List[Dict[str, Any]]:
+def _results(body: Any, n: int, path: str) -> list[dict[str, Any]]:
     results = body.get("results") if isinstance(body, dict) else None
     if not isinstance(results, list) or len(results) != n:
         got = len(results) if isinstance(results, list) else "no"
@@ -55,7 +56,7 @@ def _results(body: Any, n: int, path: str) -> List[Dict[str, Any]]:
     return results
 
 
-def _coalescer(config: ClientConfig, coalesce: bool, window_s: Optional[float], transport: Any) -> Optional[Coalescer]:
+def _coalescer(config: ClientConfig, coalesce: bool, window_s: float | None, transport: Any) -> Coalescer | None:
     """Coalescing sends from a private loop thread with its own connections, so a custom transport rules it out.
     Up to 4 batched requests are in flight (the sync client's own calls are one at a time per thread)."""
     if not coalesce:
@@ -70,16 +71,16 @@ class RewardClient:
 
     def __init__(
         self,
-        base_url: Optional[str] = None,
+        base_url: str | None = None,
         *,
-        token: Optional[str] = None,
+        token: str | None = None,
         timeout: Timeout = 180.0,
-        retry: Optional[RetryPolicy] = None,
+        retry: RetryPolicy | None = None,
         chunk_size: int = 256,
-        headers: Optional[Dict[str, str]] = None,
-        transport: Optional[httpx.BaseTransport] = None,
+        headers: dict[str, str] | None = None,
+        transport: httpx.BaseTransport | None = None,
         coalesce: bool = False,
-        coalesce_window_s: Optional[float] = None,
+        coalesce_window_s: float | None = None,
     ) -> None:
         self.config = ClientConfig(base_url or "", token, timeout, retry or RetryPolicy(), chunk_size, 1, headers or {})
         self._http = httpx.Client(transport=transport, **self.config.http_kwargs())
@@ -102,7 +103,7 @@ class RewardClient:
                 continue
             return verdict
 
-    def _post_items(self, path: str, items: List[Dict[str, Any]], body_of: BodyOf, offset: int = 0) -> List[Any]:
+    def _post_items(self, path: str, items: list[dict[str, Any]], body_of: BodyOf, offset: int = 0) -> list[Any]:
         try:
             return _results(self._request("POST", path, body_of(items)), len(items), path)
         except RequestRejected as exc:
@@ -112,46 +113,46 @@ class RewardClient:
         return (self._post_items(path, items[:half], body_of, offset)
                 + self._post_items(path, items[half:], body_of, offset + half))
 
-    def _post_chunked(self, path: str, items: Sequence[Payload], body_of: BodyOf) -> List[Any]:
+    def _post_chunked(self, path: str, items: Sequence[Payload], body_of: BodyOf) -> list[Any]:
         wire = [to_wire(i) for i in items]
-        out: List[Any] = []
+        out: list[Any] = []
         for offset, chunk in chunks(wire, self.config.chunk_size):
             out.extend(self._post_items(path, list(chunk), body_of, offset))
         return out
 
     # --- endpoints ---
-    def verify(self, items: Sequence[Union[VerifyItem, Payload]]) -> List[VerifyResult]:
+    def verify(self, items: Sequence[VerifyItem | Payload]) -> list[VerifyResult]:
         """Check any number of items; one result per item, in order."""
         if self.coalescer is not None:
             return self.coalescer.verify(items)
         return [VerifyResult.from_json(r) for r in self._post_chunked("/v1/verify", items, _items_body)]
 
     def verify_one(self, verifier: str, response: str, reference: Any = None,
-                   options: Optional[Dict[str, Any]] = None) -> VerifyResult:
+                   options: dict[str, Any] | None = None) -> VerifyResult:
         return self.verify([VerifyItem(verifier, response, reference, options or {})])[0]
 
-    def scores(self, verifier: str, responses: Sequence[str], references: Optional[Sequence[Any]] = None,
-               options: Optional[Dict[str, Any]] = None) -> List[Optional[float]]:
+    def scores(self, verifier: str, responses: Sequence[str], references: Sequence[Any] | None = None,
+               options: dict[str, Any] | None = None) -> list[float | None]:
         """Only the scores, None where no verdict could be reached."""
         refs = references if references is not None else [None] * len(responses)
         items = [VerifyItem(verifier, r, ref, options or {}) for r, ref in zip(responses, refs)]
         return [r.score for r in self.verify(items)]
 
-    def prm_score(self, model: str, items: Sequence[Union[PrmItem, Payload]], aggregation: str = "min",
-                  threshold: Optional[float] = None, split: Any = None) -> List[PrmResult]:
+    def prm_score(self, model: str, items: Sequence[PrmItem | Payload], aggregation: str = "min",
+                  threshold: float | None = None, split: Any = None) -> list[PrmResult]:
         """Step scores of a process reward model; ``threshold``/``split`` default to the server's."""
         body = _prm_body(model, aggregation, threshold, split)
         return [PrmResult.from_json(r) for r in self._post_chunked("/v1/prm/score", items, body)]
 
-    def sandbox_run(self, code: Union[str, SandboxRun], language: str = "python", **kw: Any) -> SandboxResult:
+    def sandbox_run(self, code: str | SandboxRun, language: str = "python", **kw: Any) -> SandboxResult:
         """Run one program; ``kw`` takes ``stdin``, ``args``, ``files``, ``collect``, ``limits``."""
         return SandboxResult.from_json(self._request("POST", "/v1/sandbox/run", _run_item(code, language, kw)))
 
-    def sandbox_run_many(self, runs: Sequence[Union[SandboxRun, Payload]]) -> List[SandboxResult]:
+    def sandbox_run_many(self, runs: Sequence[SandboxRun | Payload]) -> list[SandboxResult]:
         """Many programs through ``/v1/sandbox/run_batch``, chunked, results in order."""
         return [SandboxResult.from_json(r) for r in self._post_chunked("/v1/sandbox/run_batch", runs, _items_body)]
 
-    def verifiers(self) -> List[Dict[str, Any]]:
+    def verifiers(self) -> list[dict[str, Any]]:
         body = self._request("GET", "/v1/verifiers")
         return body.get("verifiers", body) if isinstance(body, dict) else body
 
@@ -166,7 +167,7 @@ class RewardClient:
             self.coalescer.close()
         self._http.close()
 
-    def __enter__(self) -> "RewardClient":
+    def __enter__(self) -> RewardClient:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -178,24 +179,24 @@ class AsyncRewardClient:
 
     def __init__(
         self,
-        base_url: Optional[str] = None,
+        base_url: str | None = None,
         *,
-        token: Optional[str] = None,
+        token: str | None = None,
         timeout: Timeout = 180.0,
-        retry: Optional[RetryPolicy] = None,
+        retry: RetryPolicy | None = None,
         chunk_size: int = 256,
         max_concurrency: int = 4,
-        headers: Optional[Dict[str, str]] = None,
-        transport: Optional[httpx.AsyncBaseTransport] = None,
+        headers: dict[str, str] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
         coalesce: bool = False,
-        coalesce_window_s: Optional[float] = None,
+        coalesce_window_s: float | None = None,
     ) -> None:
         self.config = ClientConfig(base_url or "", token, timeout, retry or RetryPolicy(), chunk_size,
                                    max_concurrency, headers or {})
         self.coalescer = _coalescer(self.config, coalesce, coalesce_window_s, transport)
         limits = httpx.Limits(max_connections=max(max_concurrency * 2, 10))
         self._http = httpx.AsyncClient(transport=transport, limits=limits, **self.config.http_kwargs())
-        self._gate: Optional[asyncio.Semaphore] = None  # made on first use, inside the caller's event loop
+        self._gate: asyncio.Semaphore | None = None  # made on first use, inside the caller's event loop
 
     async def _request(self, method: str, path: str, json: Any = None) -> Any:
         policy = self.config.retry
@@ -216,7 +217,7 @@ class AsyncRewardClient:
                 continue
             return verdict
 
-    async def _post_items(self, path: str, items: List[Dict[str, Any]], body_of: BodyOf, offset: int = 0) -> List[Any]:
+    async def _post_items(self, path: str, items: list[dict[str, Any]], body_of: BodyOf, offset: int = 0) -> list[Any]:
         try:
             return _results(await self._request("POST", path, body_of(items)), len(items), path)
         except RequestRejected as exc:
@@ -233,11 +234,11 @@ class AsyncRewardClient:
         """One call to any route with the client's retries; the decoded JSON answer."""
         return await self._request(method, path, json)
 
-    async def post_items(self, path: str, items: Sequence[Payload]) -> List[Any]:
+    async def post_items(self, path: str, items: Sequence[Payload]) -> list[Any]:
         """The raw result objects of an ``{"items": [...]}`` endpoint, chunked, in order."""
         return await self._post_chunked(path, items, _items_body)
 
-    async def _post_chunked(self, path: str, items: Sequence[Payload], body_of: BodyOf) -> List[Any]:
+    async def _post_chunked(self, path: str, items: Sequence[Payload], body_of: BodyOf) -> list[Any]:
         wire = [to_wire(i) for i in items]
         parts = await asyncio.gather(*(
             self._post_items(path, list(chunk), body_of, offset)
@@ -245,36 +246,36 @@ class AsyncRewardClient:
         ))
         return [r for part in parts for r in part]
 
-    async def verify(self, items: Sequence[Union[VerifyItem, Payload]]) -> List[VerifyResult]:
+    async def verify(self, items: Sequence[VerifyItem | Payload]) -> list[VerifyResult]:
         if self.coalescer is not None:
             return await self.coalescer.averify(items)
         return [VerifyResult.from_json(r) for r in await self._post_chunked("/v1/verify", items, _items_body)]
 
     async def verify_one(self, verifier: str, response: str, reference: Any = None,
-                         options: Optional[Dict[str, Any]] = None) -> VerifyResult:
+                         options: dict[str, Any] | None = None) -> VerifyResult:
         return (await self.verify([VerifyItem(verifier, response, reference, options or {})]))[0]
 
-    async def scores(self, verifier: str, responses: Sequence[str], references: Optional[Sequence[Any]] = None,
-                     options: Optional[Dict[str, Any]] = None) -> List[Optional[float]]:
+    async def scores(self, verifier: str, responses: Sequence[str], references: Sequence[Any] | None = None,
+                     options: dict[str, Any] | None = None) -> list[float | None]:
         refs = references if references is not None else [None] * len(responses)
         items = [VerifyItem(verifier, r, ref, options or {}) for r, ref in zip(responses, refs)]
         return [r.score for r in await self.verify(items)]
 
-    async def prm_score(self, model: str, items: Sequence[Union[PrmItem, Payload]], aggregation: str = "min",
-                        threshold: Optional[float] = None, split: Any = None) -> List[PrmResult]:
+    async def prm_score(self, model: str, items: Sequence[PrmItem | Payload], aggregation: str = "min",
+                        threshold: float | None = None, split: Any = None) -> list[PrmResult]:
         body = _prm_body(model, aggregation, threshold, split)
         return [PrmResult.from_json(r) for r in await self._post_chunked("/v1/prm/score", items, body)]
 
-    async def sandbox_run(self, code: Union[str, SandboxRun], language: str = "python", **kw: Any) -> SandboxResult:
+    async def sandbox_run(self, code: str | SandboxRun, language: str = "python", **kw: Any) -> SandboxResult:
         body = await self._request("POST", "/v1/sandbox/run", _run_item(code, language, kw))
         return SandboxResult.from_json(body)
 
-    async def sandbox_run_many(self, runs: Sequence[Union[SandboxRun, Payload]]) -> List[SandboxResult]:
+    async def sandbox_run_many(self, runs: Sequence[SandboxRun | Payload]) -> list[SandboxResult]:
         """Many programs through ``/v1/sandbox/run_batch``, chunks in flight concurrently, results in order."""
         results = await self._post_chunked("/v1/sandbox/run_batch", runs, _items_body)
         return [SandboxResult.from_json(r) for r in results]
 
-    async def verifiers(self) -> List[Dict[str, Any]]:
+    async def verifiers(self) -> list[dict[str, Any]]:
         body = await self._request("GET", "/v1/verifiers")
         return body.get("verifiers", body) if isinstance(body, dict) else body
 
@@ -283,7 +284,7 @@ class AsyncRewardClient:
             await asyncio.to_thread(self.coalescer.close)
         await self._http.aclose()
 
-    async def __aenter__(self) -> "AsyncRewardClient":
+    async def __aenter__(self) -> AsyncRewardClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

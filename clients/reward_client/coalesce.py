@@ -16,8 +16,9 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Dict, List, Optional, Sequence, TypeVar, Union
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from reward_client.errors import RequestRejected
 from reward_client.items import Payload, VerifyItem, to_wire
@@ -30,8 +31,8 @@ if TYPE_CHECKING:  # pragma: no cover
 WINDOW_ENV = "REWARD_CLIENT_COALESCE_WINDOW_MS"
 DEFAULT_WINDOW_S = 0.001
 T = TypeVar("T")
-Send = Callable[[List[Any]], Awaitable[List[Any]]]
-SendWith = Callable[["AsyncRewardClient", List[Any]], Awaitable[List[Any]]]
+Send = Callable[[list[Any]], Awaitable[list[Any]]]
+SendWith = Callable[["AsyncRewardClient", list[Any]], Awaitable[list[Any]]]
 
 
 def default_window_s() -> float:
@@ -41,11 +42,11 @@ def default_window_s() -> float:
 
 @dataclass
 class _Entry:
-    items: List[Any]
-    future: "asyncio.Future[List[Any]]"
+    items: list[Any]
+    future: asyncio.Future[list[Any]]
 
 
-def _rejected_index(exc: RequestRejected) -> Optional[int]:
+def _rejected_index(exc: RequestRejected) -> int | None:
     loc = exc.loc
     return loc[1] if loc and len(loc) >= 2 and loc[0] == "items" and isinstance(loc[1], int) else None
 
@@ -65,14 +66,14 @@ class Batcher:
         self.max_items = max_items
         self.max_inflight = max_inflight
         self._inflight = 0
-        self._pending: List[_Entry] = []
+        self._pending: list[_Entry] = []
         self._count = 0
-        self._timer: Optional[asyncio.TimerHandle] = None
+        self._timer: asyncio.TimerHandle | None = None
         self._tasks: set = set()
         self.requests = 0  # batched requests sent (retries of one request not counted)
         self.items = 0
 
-    async def submit(self, items: List[Any]) -> List[Any]:
+    async def submit(self, items: list[Any]) -> list[Any]:
         if not items:
             return []
         loop = asyncio.get_running_loop()
@@ -106,7 +107,7 @@ class Batcher:
             self._tasks.add(task)  # keep a reference until done (the loop holds tasks weakly)
             task.add_done_callback(self._tasks.discard)
 
-    async def _run(self, entries: List[_Entry]) -> None:
+    async def _run(self, entries: list[_Entry]) -> None:
         entries = [e for e in entries if not e.future.done()]  # a cancelled caller's items are not sent
         if not entries:
             return
@@ -117,8 +118,8 @@ class Batcher:
         try:
             results = await self._send(wire)
         except RequestRejected as exc:
-            rejected: Optional[RequestRejected] = exc
-        except BaseException as exc:  # noqa: BLE001 - every caller must hear about it, cancellation included
+            rejected: RequestRejected | None = exc
+        except BaseException as exc:
             _fail(entries, exc)
             if not isinstance(exc, Exception):
                 raise
@@ -138,7 +139,7 @@ class Batcher:
                 e.future.set_result(results[start:start + len(e.items)])
             start += len(e.items)
 
-    async def _isolate(self, entries: List[_Entry], exc: RequestRejected) -> None:
+    async def _isolate(self, entries: list[_Entry], exc: RequestRejected) -> None:
         """Fail the submission holding the rejected item, in its own indices; send the others again."""
         bad = _rejected_index(exc)
         start = 0
@@ -163,8 +164,8 @@ class LoopThread:
     def __init__(self, name: str = "reward-client-coalescer") -> None:
         self._name = name
         self._lock = threading.Lock()
-        self._loop: Optional[asyncio.AbstractEventLoop] = None
-        self._thread: Optional[threading.Thread] = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
         self._pid = 0
 
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -203,19 +204,19 @@ class Coalescer:
     ``run``/``verify`` block the calling thread; ``arun``/``averify`` await from any event loop.
     """
 
-    def __init__(self, config: ClientConfig, *, window_s: Optional[float] = None, max_items: Optional[int] = None,
-                 max_inflight: Optional[int] = None) -> None:
+    def __init__(self, config: ClientConfig, *, window_s: float | None = None, max_items: int | None = None,
+                 max_inflight: int | None = None) -> None:
         self.config = config
         self.window_s = default_window_s() if window_s is None else window_s
         self.max_items = max_items or config.chunk_size
         self.max_inflight = max_inflight or config.max_concurrency
         self._thread = LoopThread()
-        self._client: Optional["AsyncRewardClient"] = None
-        self._batchers: Dict[str, Batcher] = {}
+        self._client: AsyncRewardClient | None = None
+        self._batchers: dict[str, Batcher] = {}
         self._pid = 0
 
     # --- on the private loop ---
-    def _client_here(self) -> "AsyncRewardClient":
+    def _client_here(self) -> AsyncRewardClient:
         if self._client is None or self._pid != os.getpid():
             from reward_client.client import AsyncRewardClient  # client.py imports this module
 
@@ -227,7 +228,7 @@ class Coalescer:
             self._pid = os.getpid()
         return self._client
 
-    async def _submit(self, route: str, items: List[Any], send: SendWith) -> List[Any]:
+    async def _submit(self, route: str, items: list[Any], send: SendWith) -> list[Any]:
         client = self._client_here()
         batcher = self._batchers.get(route)
         if batcher is None:
@@ -236,26 +237,26 @@ class Coalescer:
         return await batcher.submit(items)
 
     # --- from any thread or loop ---
-    def _schedule(self, coro: Coroutine[Any, Any, T]) -> "asyncio.Future[T]":
+    def _schedule(self, coro: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
         if self._thread.on_loop_thread():
             coro.close()
             raise RuntimeError("a coalesced call cannot be made from the coalescer's own loop thread")
         return asyncio.run_coroutine_threadsafe(coro, self._thread.loop())  # type: ignore[return-value]
 
-    def run(self, route: str, items: List[Any], send: SendWith) -> List[Any]:
+    def run(self, route: str, items: list[Any], send: SendWith) -> list[Any]:
         return self._schedule(self._submit(route, items, send)).result()  # type: ignore[attr-defined]
 
-    async def arun(self, route: str, items: List[Any], send: SendWith) -> List[Any]:
+    async def arun(self, route: str, items: list[Any], send: SendWith) -> list[Any]:
         return await asyncio.wrap_future(self._schedule(self._submit(route, items, send)))  # type: ignore[arg-type]
 
-    def verify(self, items: Sequence[Union[VerifyItem, Payload]]) -> List[VerifyResult]:
+    def verify(self, items: Sequence[VerifyItem | Payload]) -> list[VerifyResult]:
         return [VerifyResult.from_json(r) for r in self.run("verify", [to_wire(i) for i in items], _send_verify)]
 
-    async def averify(self, items: Sequence[Union[VerifyItem, Payload]]) -> List[VerifyResult]:
+    async def averify(self, items: Sequence[VerifyItem | Payload]) -> list[VerifyResult]:
         results = await self.arun("verify", [to_wire(i) for i in items], _send_verify)
         return [VerifyResult.from_json(r) for r in results]
 
-    def stats(self) -> Dict[str, int]:
+    def stats(self) -> dict[str, int]:
         """Requests and items sent per route, counted at submission (retries of one request not counted)."""
         return {f"{route}_{k}": getattr(b, k) for route, b in self._batchers.items() for k in ("requests", "items")}
 
@@ -264,16 +265,16 @@ class Coalescer:
         if client is not None and self._pid == os.getpid() and not self._thread.on_loop_thread():
             try:
                 self._schedule(client.aclose()).result(timeout=10)  # type: ignore[attr-defined]
-            except Exception:  # noqa: BLE001 - closing is best effort
+            except Exception:
                 pass
         self._thread.stop()
 
 
-async def _send_verify(client: "AsyncRewardClient", wire: List[Any]) -> List[Any]:
+async def _send_verify(client: AsyncRewardClient, wire: list[Any]) -> list[Any]:
     return await client.post_items("/v1/verify", wire)
 
 
-_shared: Dict[tuple, Coalescer] = {}
+_shared: dict[tuple, Coalescer] = {}
 _shared_lock = threading.Lock()
 
 

@@ -2,7 +2,7 @@
 the first will fail again if retried, the second may not."""
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import Any
 
 
 class RewardServiceError(Exception):
@@ -12,7 +12,7 @@ class RewardServiceError(Exception):
 class RequestRejected(RewardServiceError):
     """The server refused the request with a 4xx other than 429: retrying cannot help, the call must change."""
 
-    def __init__(self, status_code: int, message: str, loc: Optional[List[Any]] = None, path: str = "") -> None:
+    def __init__(self, status_code: int, message: str, loc: list[Any] | None = None, path: str = "") -> None:
         where = f" at {'.'.join(map(str, loc))}" if loc else ""
         super().__init__(f"{path} answered {status_code}: {message}{where}")
         self.status_code = status_code
@@ -24,7 +24,7 @@ class RequestRejected(RewardServiceError):
 class ServiceUnavailable(RewardServiceError):
     """The service stayed overloaded, unreachable or broken (429/5xx/connection errors) through every retry."""
 
-    def __init__(self, message: str, attempts: int, status_code: Optional[int] = None) -> None:
+    def __init__(self, message: str, attempts: int, status_code: int | None = None) -> None:
         super().__init__(f"{message} (after {attempts} attempt{'s' if attempts != 1 else ''})")
         self.attempts = attempts
         self.status_code = status_code

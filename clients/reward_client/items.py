@@ -1,8 +1,9 @@
 """What callers send: plain dataclasses, or mappings with the same keys (both are accepted everywhere)."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, is_dataclass
-from typing import Any, Dict, List, Mapping, Optional, Union
+from typing import Any, Union
 
 
 @dataclass
@@ -10,9 +11,9 @@ class VerifyItem:
     verifier: str
     response: str
     reference: Any = None
-    options: Dict[str, Any] = field(default_factory=dict)
-    id: Optional[str] = None
-    group: Optional[str] = None
+    options: dict[str, Any] = field(default_factory=dict)
+    id: str | None = None
+    group: str | None = None
 
 
 @dataclass
@@ -20,40 +21,40 @@ class PrmItem:
     """Give ``steps`` (already split) or ``response`` (the server splits it by its configured rule)."""
 
     prompt: str
-    steps: Optional[List[str]] = None
-    response: Optional[str] = None
-    id: Optional[str] = None
+    steps: list[str] | None = None
+    response: str | None = None
+    id: str | None = None
 
 
 @dataclass
 class SandboxRun:
     code: str
-    id: Optional[str] = None
+    id: str | None = None
     language: str = "python"
     stdin: str = ""
-    args: List[str] = field(default_factory=list)
-    files: Dict[str, str] = field(default_factory=dict)
-    collect: List[str] = field(default_factory=list)
-    limits: Dict[str, Any] = field(default_factory=dict)  # wall_s, cpu_s, memory_mb, ... within the server's caps
+    args: list[str] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)
+    collect: list[str] = field(default_factory=list)
+    limits: dict[str, Any] = field(default_factory=dict)  # wall_s, cpu_s, memory_mb, ... within the server's caps
 
 
 Payload = Union[Mapping[str, Any], VerifyItem, PrmItem, SandboxRun]
 
 
-def to_wire(item: Payload) -> Dict[str, Any]:
+def to_wire(item: Payload) -> dict[str, Any]:
     """A JSON-ready dict; unset optional fields are left out so the server applies its own defaults."""
     data = asdict(item) if is_dataclass(item) and not isinstance(item, type) else dict(item)  # type: ignore[arg-type]
     return {k: v for k, v in data.items() if v is not None and not (k in ("options", "files", "collect", "args",
                                                                           "limits") and not v)}
 
 
-def set_options(*layers: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+def set_options(*layers: Mapping[str, Any] | None) -> dict[str, Any]:
     """Merge option dicts, later layers winning, where a None value means "not set" and never overrides.
 
     ``datasets`` stores a column of dicts as a struct, so every row carries every key any row has, None where the row
     had none; those Nones must neither reach the server nor mask a default given by the caller.
     """
-    out: Dict[str, Any] = {}
+    out: dict[str, Any] = {}
     for layer in layers:
         out.update({k: v for k, v in (layer or {}).items() if v is not None})
     return out

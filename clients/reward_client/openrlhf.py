@@ -9,7 +9,8 @@ Settings come from the environment (``REWARD_CLIENT_URL``, ``REWARD_CLIENT_TOKEN
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from reward_client.client import AsyncRewardClient
 from reward_client.coalesce import shared_coalescer
@@ -19,7 +20,7 @@ from reward_client.protocol import ClientConfig
 PATH = "/openrlhf/reward"
 
 
-async def _send(client: AsyncRewardClient, samples: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+async def _send(client: AsyncRewardClient, samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One route call for many samples, answered per sample (each list in the response sliced to its entry)."""
     body = {"query": [s["query"] for s in samples], "prompts": [s["prompt"] for s in samples],
             "labels": [s["label"] for s in samples]}
@@ -37,8 +38,8 @@ async def _send(client: AsyncRewardClient, samples: List[Dict[str, Any]]) -> Lis
     ]
 
 
-def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Optional[Sequence[Any]] = None,
-                **_: Any) -> Dict[str, Any]:
+def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence[Any] | None = None,
+                **_: Any) -> dict[str, Any]:
     """OpenRLHF's custom reward entry: the route's answer shape (``rewards``, ``scores``, ``extra_logs``)."""
     labels = list(labels) if labels is not None else [None] * len(queries)
     samples = [{"query": q, "prompt": p, "label": lab} for q, p, lab in zip(queries, prompts, labels)]

@@ -3,8 +3,9 @@ turning one HTTP outcome into "done", "wait and retry" or an exception. Both cli
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, TypeVar, Union
 
 import httpx
 
@@ -22,12 +23,12 @@ Outcome = Union[httpx.Response, BaseException]
 @dataclass
 class ClientConfig:
     base_url: str = ""
-    token: Optional[str] = None
-    timeout: Union[float, httpx.Timeout] = 180.0
+    token: str | None = None
+    timeout: float | httpx.Timeout = 180.0
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     chunk_size: int = 256  # items per request; the server's own cap (max_batch_items) is 4096 by default
     max_concurrency: int = 4  # chunks in flight at once (async client)
-    headers: Dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.base_url = (self.base_url or os.environ.get(URL_ENV) or DEFAULT_URL).rstrip("/")
@@ -36,7 +37,7 @@ class ClientConfig:
         if self.chunk_size < 1 or self.max_concurrency < 1:
             raise ValueError("chunk_size and max_concurrency must be at least 1")
 
-    def http_kwargs(self) -> Dict[str, Any]:
+    def http_kwargs(self) -> dict[str, Any]:
         headers = {"user-agent": "reward-client/0.1", **self.headers}
         if self.token:
             headers["authorization"] = f"Bearer {self.token}"
@@ -49,9 +50,9 @@ def group_of(item: Any) -> Any:
     return item.get("group") if isinstance(item, Mapping) else None
 
 
-def runs(seq: Sequence[Any]) -> List[Tuple[int, int]]:
+def runs(seq: Sequence[Any]) -> list[tuple[int, int]]:
     """(start, end) of each maximal run of consecutive items sharing one group; an ungrouped item is a run alone."""
-    out: List[Tuple[int, int]] = []
+    out: list[tuple[int, int]] = []
     start = 0
     for k in range(1, len(seq) + 1):
         if k == len(seq) or group_of(seq[k]) is None or group_of(seq[k]) != group_of(seq[k - 1]):
@@ -60,7 +61,7 @@ def runs(seq: Sequence[Any]) -> List[Tuple[int, int]]:
     return out
 
 
-def chunks(seq: Sequence[T], size: int) -> Iterator[Tuple[int, Sequence[T]]]:
+def chunks(seq: Sequence[T], size: int) -> Iterator[tuple[int, Sequence[T]]]:
     """(offset, slice) pairs covering ``seq`` in order, at most ``size`` items each, never cutting a run of one group.
 
     The server scores a group (items sharing ``group``, e.g. consensus over a GRPO group) within one request, so a
@@ -78,7 +79,7 @@ def chunks(seq: Sequence[T], size: int) -> Iterator[Tuple[int, Sequence[T]]]:
         yield start, seq[start:end]
 
 
-def split_point(items: Sequence[Any]) -> Optional[int]:
+def split_point(items: Sequence[Any]) -> int | None:
     """Where to halve a chunk the server found too large: the run boundary nearest its middle, so no group is cut;
     None when the chunk is one run (one group, or one item) and cannot be split."""
     bounds = [start for start, _ in runs(items)][1:]
@@ -96,7 +97,7 @@ def unsplittable(exc: RequestRejected, items: Sequence[Any], offset: int) -> Req
     return RequestRejected(exc.status_code, message, exc.loc, exc.path)
 
 
-def _message(response: httpx.Response) -> Tuple[str, Optional[List[Any]]]:
+def _message(response: httpx.Response) -> tuple[str, list[Any] | None]:
     try:
         body = response.json()
     except ValueError:
@@ -108,7 +109,7 @@ def _message(response: httpx.Response) -> Tuple[str, Optional[List[Any]]]:
 
 
 def judge(outcome: Outcome, attempt: int, policy: RetryPolicy, path: str,
-          elapsed_s: float = 0.0) -> Union[Any, float]:
+          elapsed_s: float = 0.0) -> Any | float:
     """The decoded JSON body when the call succeeded, or the seconds to wait before the next try.
 
     Raises ``RequestRejected`` for a 4xx that retrying cannot fix, ``ServerError`` for other 5xx, and
@@ -137,7 +138,7 @@ def judge(outcome: Outcome, attempt: int, policy: RetryPolicy, path: str,
 
 
 def _gave_up(last: str, attempt: int, elapsed_s: float, policy: RetryPolicy,
-             status: Optional[int]) -> ServiceUnavailable:
+             status: int | None) -> ServiceUnavailable:
     """Name the last failure and the budget that ran out, and how to widen it."""
     cap = f"{policy.attempts} tries, " if policy.attempts is not None else ""
     hint = (f"retry budget {cap}{policy.budget_s:g} s spent after {elapsed_s:.1f} s; widen it with "

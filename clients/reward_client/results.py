@@ -5,7 +5,7 @@ Fields the server adds later land in ``extra`` instead of breaking old clients.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Dict, List, Optional, Type, TypeVar
+from typing import Any, TypeVar
 
 # Statuses whose verdict carries a number (mirrors the server's table): the rest mean "no verdict", score null.
 SCORED_STATUSES = frozenset({"ok", "no_answer", "rejected"})
@@ -13,7 +13,7 @@ SCORED_STATUSES = frozenset({"ok", "no_answer", "rejected"})
 T = TypeVar("T")
 
 
-def _build(cls: Type[T], data: Dict[str, Any]) -> T:
+def _build(cls: type[T], data: dict[str, Any]) -> T:
     known = {f.name for f in fields(cls)} - {"extra"}  # type: ignore[arg-type]
     kwargs = {k: v for k, v in data.items() if k in known}
     extra = {k: v for k, v in data.items() if k not in known}
@@ -24,14 +24,14 @@ def _build(cls: Type[T], data: Dict[str, Any]) -> T:
 class VerifyResult:
     """One verdict of ``/v1/verify``. ``score`` is None whenever the check could not decide (see ``status``)."""
 
-    score: Optional[float]
+    score: float | None
     status: str
     reason: str = ""
-    details: Dict[str, Any] = field(default_factory=dict)
-    id: Optional[str] = None
+    details: dict[str, Any] = field(default_factory=dict)
+    id: str | None = None
     verifier: str = ""
     elapsed_ms: float = 0.0
-    extra: Dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def scored(self) -> bool:
@@ -39,7 +39,7 @@ class VerifyResult:
         return self.status in SCORED_STATUSES and self.score is not None
 
     @classmethod
-    def from_json(cls, data: Dict[str, Any]) -> "VerifyResult":
+    def from_json(cls, data: dict[str, Any]) -> VerifyResult:
         return _build(cls, data)
 
 
@@ -47,17 +47,17 @@ class VerifyResult:
 class PrmResult:
     """One item of ``/v1/prm/score``: per-step scores, their aggregate and the first step judged wrong."""
 
-    step_scores: List[float]
-    score: Optional[float]
-    first_error: Optional[int] = None
-    id: Optional[str] = None
+    step_scores: list[float]
+    score: float | None
+    first_error: int | None = None
+    id: str | None = None
     status: str = "ok"  # ok, no_answer (no steps found), error (score null)
     reason: str = ""
-    step_rewards: Optional[List[float]] = None  # dense per-step rewards of the clip/delta aggregations
-    extra: Dict[str, Any] = field(default_factory=dict)
+    step_rewards: list[float] | None = None  # dense per-step rewards of the clip/delta aggregations
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_json(cls, data: Dict[str, Any]) -> "PrmResult":
+    def from_json(cls, data: dict[str, Any]) -> PrmResult:
         return _build(cls, data)
 
 
@@ -66,9 +66,9 @@ class SandboxResult:
     """One run of ``/v1/sandbox/run``. ``sandbox_error`` is the sandbox's own failure, never the program's."""
 
     status: str
-    id: Optional[str] = None
-    exit_code: Optional[int] = None
-    signal: Optional[int] = None
+    id: str | None = None
+    exit_code: int | None = None
+    signal: int | None = None
     stdout: str = ""
     stderr: str = ""
     wall_ms: float = 0.0
@@ -76,14 +76,14 @@ class SandboxResult:
     max_rss_kb: int = 0
     truncated: bool = False
     compile_output: str = ""
-    files: Dict[str, str] = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)
     reason: str = ""
-    extra: Dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
         return self.status == "ok"
 
     @classmethod
-    def from_json(cls, data: Dict[str, Any]) -> "SandboxResult":
+    def from_json(cls, data: dict[str, Any]) -> SandboxResult:
         return _build(cls, data)

@@ -14,7 +14,6 @@ import os
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Optional
 
 import httpx
 
@@ -29,14 +28,14 @@ def _default_budget() -> float:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    attempts: Optional[int] = None  # cap on tries, the first included; None: only budget_s limits
+    attempts: int | None = None  # cap on tries, the first included; None: only budget_s limits
     budget_s: float = field(default_factory=_default_budget)  # seconds of retrying before giving up
     base_delay_s: float = 0.25
     max_delay_s: float = 10.0  # a restarted service is noticed within this long
     max_retry_after_s: float = 120.0  # a larger Retry-After is clipped to this
     retry_timeouts: bool = True  # every endpoint is idempotent, so a timed-out call may be sent again
 
-    def delay(self, attempt: int, retry_after: Optional[float] = None, rng: Optional[random.Random] = None) -> float:
+    def delay(self, attempt: int, retry_after: float | None = None, rng: random.Random | None = None) -> float:
         """Seconds to wait before try ``attempt + 1`` (``attempt`` counts from 1).
 
         Full jitter over the exponential cap spreads clients that failed together; when the server sent
@@ -62,7 +61,7 @@ class RetryPolicy:
         return isinstance(exc, httpx.TransportError)
 
 
-def parse_retry_after(value: Optional[str]) -> Optional[float]:
+def parse_retry_after(value: str | None) -> float | None:
     """Retry-After is either delta-seconds or an HTTP date (RFC 9110 §10.2.3); anything else is ignored."""
     if not value:
         return None

@@ -17,7 +17,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import math
-from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Set, Union
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Union
 
 import httpx
 
@@ -28,8 +29,8 @@ from reward_client.protocol import ClientConfig
 from reward_client.results import VerifyResult
 from reward_client.retry import RetryPolicy
 
-RewardFunc = Callable[..., List[Optional[float]]]
-AsyncRewardFunc = Callable[..., Awaitable[List[Optional[float]]]]
+RewardFunc = Callable[..., list[float | None]]
+AsyncRewardFunc = Callable[..., Awaitable[list[float | None]]]
 Timeout = Union[float, httpx.Timeout]
 TRAINER_KWARGS = ("trainer_state", "log_extra", "log_metric", "environments")
 
@@ -69,8 +70,8 @@ def _group_of(prompt: Any) -> str:
 class _ItemBuilder:
     """Turns one TRL call into verify items according to the column mapping."""
 
-    def __init__(self, verifier: Optional[str], verifier_column: Optional[str], reference: Optional[str],
-                 options: Optional[Dict[str, Any]], options_column: Optional[str]) -> None:
+    def __init__(self, verifier: str | None, verifier_column: str | None, reference: str | None,
+                 options: dict[str, Any] | None, options_column: str | None) -> None:
         if (verifier is None) == (verifier_column is None):
             raise ValueError("give exactly one of verifier (a name) or verifier_column (a dataset column)")
         self.verifier = verifier
@@ -80,7 +81,7 @@ class _ItemBuilder:
         self.options_column = options_column
 
     @staticmethod
-    def _column(kwargs: Dict[str, Any], name: str, n: int) -> Sequence[Any]:
+    def _column(kwargs: dict[str, Any], name: str, n: int) -> Sequence[Any]:
         if name not in kwargs:
             columns = sorted(k for k in kwargs if k not in TRAINER_KWARGS)
             raise KeyError(f"dataset column {name!r} not passed by the trainer; columns: {', '.join(columns)}")
@@ -89,7 +90,7 @@ class _ItemBuilder:
             raise ValueError(f"column {name!r} has {len(values)} values for {n} completions")
         return values
 
-    def items(self, prompts: Optional[Sequence[Any]], completions: Sequence[Any], kwargs: Dict[str, Any]) -> List[VerifyItem]:
+    def items(self, prompts: Sequence[Any] | None, completions: Sequence[Any], kwargs: dict[str, Any]) -> list[VerifyItem]:
         n = len(completions)
         refs = self._column(kwargs, self.reference, n) if self.reference else [None] * n
         names = self._column(kwargs, self.verifier_column, n) if self.verifier_column else [self.verifier] * n
@@ -113,10 +114,10 @@ class _Logger:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.statuses: Set[str] = set()
-        self.components: Set[str] = set()
+        self.statuses: set[str] = set()
+        self.components: set[str] = set()
 
-    def __call__(self, results: List[VerifyResult], kwargs: Dict[str, Any]) -> None:
+    def __call__(self, results: list[VerifyResult], kwargs: dict[str, Any]) -> None:
         log_metric, log_extra = kwargs.get("log_metric"), kwargs.get("log_extra")
         n = len(results)
         nulls = sum(r.score is None for r in results)
@@ -139,30 +140,30 @@ class _Logger:
                 log_extra(f"{self.name}/{comp}", values)
 
 
-def _component_score(components: Any, name: str) -> Optional[float]:
+def _component_score(components: Any, name: str) -> float | None:
     entry = components.get(name) if isinstance(components, dict) else None
     score = entry.get("score") if isinstance(entry, dict) else None
     return float(score) if isinstance(score, (int, float)) else None
 
 
-def _rewards(results: List[VerifyResult], on_null: Optional[float]) -> List[Optional[float]]:
+def _rewards(results: list[VerifyResult], on_null: float | None) -> list[float | None]:
     return [r.score if r.score is not None else on_null for r in results]
 
 
 def make_reward_func(
-    verifier: Optional[str] = None,
+    verifier: str | None = None,
     *,
-    reference: Optional[str] = "answer",
-    verifier_column: Optional[str] = None,
-    options: Optional[Dict[str, Any]] = None,
-    options_column: Optional[str] = None,
-    client: Optional[RewardClient] = None,
-    url: Optional[str] = None,
-    token: Optional[str] = None,
-    name: Optional[str] = None,
-    retry: Optional[RetryPolicy] = None,
+    reference: str | None = "answer",
+    verifier_column: str | None = None,
+    options: dict[str, Any] | None = None,
+    options_column: str | None = None,
+    client: RewardClient | None = None,
+    url: str | None = None,
+    token: str | None = None,
+    name: str | None = None,
+    retry: RetryPolicy | None = None,
     timeout: Timeout = 180.0,
-    on_null: Optional[float] = None,
+    on_null: float | None = None,
 ) -> RewardFunc:
     """A synchronous GRPOTrainer reward function scoring completions with one verifier (or one per row).
 
@@ -177,8 +178,8 @@ def make_reward_func(
     func_name = name or f"{verifier or verifier_column}_reward"
     log = _Logger(func_name)
 
-    def reward_func(prompts: Optional[Sequence[Any]] = None, completions: Sequence[Any] = (),
-                    completion_ids: Optional[Sequence[Any]] = None, **kwargs: Any) -> List[Optional[float]]:
+    def reward_func(prompts: Sequence[Any] | None = None, completions: Sequence[Any] = (),
+                    completion_ids: Sequence[Any] | None = None, **kwargs: Any) -> list[float | None]:
         if not completions:
             return []
         results = own.verify(builder.items(prompts, completions, kwargs))
@@ -191,19 +192,19 @@ def make_reward_func(
 
 
 def make_async_reward_func(
-    verifier: Optional[str] = None,
+    verifier: str | None = None,
     *,
-    reference: Optional[str] = "answer",
-    verifier_column: Optional[str] = None,
-    options: Optional[Dict[str, Any]] = None,
-    options_column: Optional[str] = None,
-    url: Optional[str] = None,
-    token: Optional[str] = None,
-    name: Optional[str] = None,
-    retry: Optional[RetryPolicy] = None,
+    reference: str | None = "answer",
+    verifier_column: str | None = None,
+    options: dict[str, Any] | None = None,
+    options_column: str | None = None,
+    url: str | None = None,
+    token: str | None = None,
+    name: str | None = None,
+    retry: RetryPolicy | None = None,
     timeout: Timeout = 180.0,
-    on_null: Optional[float] = None,
-    client_factory: Optional[Callable[[], AsyncRewardClient]] = None,
+    on_null: float | None = None,
+    client_factory: Callable[[], AsyncRewardClient] | None = None,
 ) -> AsyncRewardFunc:
     """The ``async def`` variant, which TRL awaits concurrently with the other async reward functions.
 
@@ -213,11 +214,11 @@ def make_async_reward_func(
     """
     builder = _ItemBuilder(verifier, verifier_column, reference, options, options_column)
     config = ClientConfig(url or "", token, timeout, retry or RetryPolicy())
-    clients: Dict[int, AsyncRewardClient] = {}
+    clients: dict[int, AsyncRewardClient] = {}
     func_name = name or f"{verifier or verifier_column}_reward"
     log = _Logger(func_name)
 
-    async def verify(items: List[VerifyItem]) -> List[VerifyResult]:
+    async def verify(items: list[VerifyItem]) -> list[VerifyResult]:
         if client_factory is None:
             return await shared_coalescer(config).averify(items)
         loop_id = id(asyncio.get_running_loop())
@@ -225,8 +226,8 @@ def make_async_reward_func(
             clients[loop_id] = client_factory()
         return await clients[loop_id].verify(items)
 
-    async def reward_func(prompts: Optional[Sequence[Any]] = None, completions: Sequence[Any] = (),
-                          completion_ids: Optional[Sequence[Any]] = None, **kwargs: Any) -> List[Optional[float]]:
+    async def reward_func(prompts: Sequence[Any] | None = None, completions: Sequence[Any] = (),
+                          completion_ids: Sequence[Any] | None = None, **kwargs: Any) -> list[float | None]:
         if not completions:
             return []
         results = await verify(builder.items(prompts, completions, kwargs))

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from reward_client.coalesce import Coalescer, shared_coalescer
 from reward_client.items import VerifyItem, set_options
@@ -38,7 +39,7 @@ NULL_SCORE_ENV = "REWARD_CLIENT_NULL_SCORE"
 # Substrings of a lower-cased data_source → verifier, first match wins (verl's own names included:
 # openai/gsm8k, lighteval/MATH, DigitalLearningGmbH/MATH-lighteval, HuggingFaceH4/MATH-500, numina_*, codecontests,
 # apps, taco, codeforces...).
-DEFAULT_ROUTES: Tuple[Tuple[str, str], ...] = (
+DEFAULT_ROUTES: tuple[tuple[str, str], ...] = (
     ("gsm8k", "math"), ("math", "math"), ("aime", "math"), ("amc", "math"), ("numina", "math"),
     ("olympiad", "math"), ("deepscaler", "math"), ("dapo", "math"), ("minerva", "math"),
     ("codecontests", "code"), ("apps", "code"), ("taco", "code"), ("codeforces", "code"), ("humaneval", "code"),
@@ -48,7 +49,7 @@ DEFAULT_ROUTES: Tuple[Tuple[str, str], ...] = (
 
 
 
-def route(data_source: str, extra_info: Optional[Mapping[str, Any]] = None) -> str:
+def route(data_source: str, extra_info: Mapping[str, Any] | None = None) -> str:
     """The verifier for one sample: the row's own choice, then configured routes, then the defaults."""
     if extra_info and extra_info.get("verifier"):
         return str(extra_info["verifier"])
@@ -82,13 +83,13 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def _item(data_source: str, solution_str: str, ground_truth: Any, extra_info: Optional[Mapping[str, Any]]) -> VerifyItem:
+def _item(data_source: str, solution_str: str, ground_truth: Any, extra_info: Mapping[str, Any] | None) -> VerifyItem:
     info = extra_info if isinstance(extra_info, Mapping) else None
     options = set_options(info.get("verifier_options")) if info else {}
     return VerifyItem(route(data_source, info), solution_str, _jsonable(ground_truth), _jsonable(options))
 
 
-def to_verl(result: VerifyResult) -> Dict[str, Any]:
+def to_verl(result: VerifyResult) -> dict[str, Any]:
     """The dict verl logs: the same keys for every sample (verl stacks them per key), scalars only."""
     null_score = float(os.environ.get(NULL_SCORE_ENV) or 0.0)
     return {
@@ -102,15 +103,15 @@ def to_verl(result: VerifyResult) -> Dict[str, Any]:
     }
 
 
-def coalescer(reward_service_url: Optional[str] = None, retry_budget_s: Optional[float] = None,
+def coalescer(reward_service_url: str | None = None, retry_budget_s: float | None = None,
               **_: Any) -> Coalescer:
     """The process's coalescer for these settings (a forked worker makes its own; loops and threads share one)."""
     retry = RetryPolicy(budget_s=float(retry_budget_s)) if retry_budget_s is not None else RetryPolicy()
     return shared_coalescer(ClientConfig(reward_service_url or "", retry=retry))
 
 
-def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: Optional[Dict[str, Any]] = None,
-                  **kwargs: Any) -> Dict[str, Any]:
+def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: dict[str, Any] | None = None,
+                  **kwargs: Any) -> dict[str, Any]:
     """verl's per-sample reward function; concurrent calls from verl's thread pool share batched requests.
 
     ``kwargs`` may carry ``reward_service_url`` and ``retry_budget_s`` (verl's ``reward_kwargs``).
@@ -120,15 +121,15 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
 
 
 async def compute_score_async(data_source: str, solution_str: str, ground_truth: Any,
-                              extra_info: Optional[Dict[str, Any]] = None, **kwargs: Any) -> Dict[str, Any]:
+                              extra_info: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
     """The same for verl's asynchronous reward loop: the samples it gathers become a few batched requests."""
     item = _item(data_source, solution_str, ground_truth, extra_info)
     return to_verl((await coalescer(**kwargs).averify([item]))[0])
 
 
 def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str], ground_truths: Sequence[Any],
-                        extra_infos: Optional[Sequence[Optional[Dict[str, Any]]]] = None,
-                        **kwargs: Any) -> List[Dict[str, Any]]:
+                        extra_infos: Sequence[dict[str, Any] | None] | None = None,
+                        **kwargs: Any) -> list[dict[str, Any]]:
     """verl's BatchRewardManager form: the whole batch in as few requests as the client's chunking allows."""
     infos = extra_infos if extra_infos is not None else [None] * len(solution_strs)
     items = [_item(d, s, g, e) for d, s, g, e in zip(data_sources, solution_strs, ground_truths, infos)]

@@ -8,12 +8,19 @@ from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from rich.console import Console
 from rich.progress import (
-    BarColumn, MofNCompleteColumn, Progress, ProgressColumn, Task, TextColumn, TimeElapsedColumn, TimeRemainingColumn,
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
 )
 from rich.table import Table
 from rich.text import Text
@@ -131,8 +138,8 @@ async def run_job(job: Job, verify: AsyncVerifyBatch, tally: Tally,
     finish_output(job)
 
 
-def run_ray_job(job: Job, tally: Tally, *, address: Optional[str], actors: int, workers: Optional[int],
-                config: Optional[str], on_progress: Callable[[int], None] = lambda n: None,
+def run_ray_job(job: Job, tally: Tally, *, address: str | None, actors: int, workers: int | None,
+                config: str | None, on_progress: Callable[[int], None] = lambda n: None,
                 on_start: Callable[[int, int], None] = lambda total, done: None) -> None:
     """The same job on a Ray cluster (``--ray``): scoring in ray.data actors, journal commits here, in order."""
     from reward_service.batch.ray_runner import run_on_ray
@@ -160,7 +167,7 @@ def _tally_finished_parquet(out: Path, tally: Tally) -> None:
         tally.add(row)
 
 
-async def _embedded(job: Job, config: Optional[str], workers: Optional[int], run: Callable[..., Awaitable[None]]) -> None:
+async def _embedded(job: Job, config: str | None, workers: int | None, run: Callable[..., Awaitable[None]]) -> None:
     from reward_service.batch.scorers import EmbeddedScorer
     from reward_service.runtime import Runtime
     from reward_service.settings import load_settings
@@ -173,7 +180,7 @@ async def _embedded(job: Job, config: Optional[str], workers: Optional[int], run
         await run(EmbeddedScorer(runtime.engine))
 
 
-async def _remote(job: Job, url: str, token: Optional[str], run: Callable[..., Awaitable[None]]) -> None:
+async def _remote(job: Job, url: str, token: str | None, run: Callable[..., Awaitable[None]]) -> None:
     try:
         from reward_client import AsyncRewardClient
     except ImportError:  # pragma: no cover - the client ships beside the service
@@ -201,24 +208,24 @@ def _service_failure(exc: BaseException) -> bool:
 def score(
     input: Path = typer.Argument(..., exists=True, dir_okay=False, help="Rollouts: .jsonl or .parquet."),
     out: Path = typer.Option(..., "--out", "-o", help="Output .jsonl or .parquet: input rows + score, status, reason, details."),
-    verifier: Optional[str] = typer.Option(None, "--verifier", "-v", help="Verifier for every row."),
-    verifier_field: Optional[str] = typer.Option(None, help="Field naming each row's verifier (instead of --verifier)."),
+    verifier: str | None = typer.Option(None, "--verifier", "-v", help="Verifier for every row."),
+    verifier_field: str | None = typer.Option(None, help="Field naming each row's verifier (instead of --verifier)."),
     response_field: str = typer.Option("response", help="Field holding the model output."),
     reference_field: str = typer.Option("reference", help="Field holding the reference (absent: null reference)."),
     id_field: str = typer.Option("id", help="Unique row id, used to resume; rows without one get their position."),
-    group_field: Optional[str] = typer.Option(
+    group_field: str | None = typer.Option(
         None, help="Field naming each row's group (e.g. the prompt id; consensus votes within it). A group's rows "
         "must be adjacent: chunks never cut a run of one group."),
     options: str = typer.Option("{}", help="Verifier options as a JSON object."),
-    url: Optional[str] = typer.Option(None, help="Score through this server instead of in-process."),
-    token: Optional[str] = typer.Option(None, envvar="REWARD_CLIENT_TOKEN", help="Bearer token for --url."),
-    config: Optional[str] = typer.Option(None, "--config", help="Settings file for embedded mode."),
-    workers: Optional[int] = typer.Option(None, help="Worker processes in embedded mode (default: one per core)."),
+    url: str | None = typer.Option(None, help="Score through this server instead of in-process."),
+    token: str | None = typer.Option(None, envvar="REWARD_CLIENT_TOKEN", help="Bearer token for --url."),
+    config: str | None = typer.Option(None, "--config", help="Settings file for embedded mode."),
+    workers: int | None = typer.Option(None, help="Worker processes in embedded mode (default: one per core)."),
     concurrency: int = typer.Option(4, min=1, help="Chunks in flight at once."),
     chunk_size: int = typer.Option(256, min=1, help="Rows per chunk (one journal commit each)."),
     overwrite: bool = typer.Option(False, help="Start over instead of resuming from an existing output."),
     ray: bool = typer.Option(False, "--ray", help="Score on a Ray cluster with ray.data (embedded runtimes in actors)."),
-    ray_address: Optional[str] = typer.Option(None, help="Ray cluster address (default: RAY_ADDRESS or a local instance)."),
+    ray_address: str | None = typer.Option(None, help="Ray cluster address (default: RAY_ADDRESS or a local instance)."),
     ray_actors: int = typer.Option(1, min=1, help="Ray actors, each with its own worker pool of --workers processes."),
 ) -> None:
     """Score a rollout file; killed and restarted with the same arguments, it resumes where it stopped."""

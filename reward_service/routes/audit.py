@@ -15,8 +15,8 @@ from reward_service.admission import Overloaded
 from reward_service.auth import require_token
 from reward_service.errors import ApiError
 from verifiers.audit import AuditInputError, labelled_audit, probe_audit
-from verifiers.audit.probes import generate, parse_references
 from verifiers.audit.attacks import default_families
+from verifiers.audit.probes import generate, parse_references
 from verifiers.audit.report import render_html
 from verifiers.calibration.apply import RESOURCE
 

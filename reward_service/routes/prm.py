@@ -27,7 +27,7 @@ class PrmItem(BaseModel):
     response: str | None = Field(None, description="The whole response, split into steps by the split rule.")
 
     @model_validator(mode="after")
-    def _one_of(self) -> "PrmItem":
+    def _one_of(self) -> PrmItem:
         if (self.steps is None) == (self.response is None):
             raise ValueError("give exactly one of 'steps' (a list) or 'response' (text)")
         if self.steps is not None and not self.steps:

@@ -115,7 +115,7 @@ async def run_code(body: RunCodeRequest, request: Request) -> RunCodeResponse:
         [result] = await _admitted_run(services, backend, [run])
     except ApiError:
         raise
-    except Exception as exc:  # noqa: BLE001 - a backend fault is SandboxError, never the program's verdict
+    except Exception as exc:
         log.exception("sandbox failure on /run_code")
         return RunCodeResponse.sandbox_error(f"sandbox failure: {type(exc).__name__}: {exc}", _pod())
     fetched = {name: base64.b64encode(text.encode("utf-8")).decode("ascii") for name, text in result.files.items()}

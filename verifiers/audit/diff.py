@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 SIDES = ("verifier", "against")
@@ -86,7 +86,7 @@ class DiffTally:
             "skipped": len(self.skipped),
             "skipped_rows": self.skipped[:100],
             "report_cards": cards,
-            "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
 
 

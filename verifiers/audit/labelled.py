@@ -58,7 +58,7 @@ def parse_labelled_rows(rows: list[dict[str, Any]]) -> list[LabelledRow]:
 
 
 async def labelled_audit(
-    engine: "Engine",
+    engine: Engine,
     verifier: str,
     rows: list[dict[str, Any]],
     options: dict[str, Any] | None = None,

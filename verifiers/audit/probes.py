@@ -51,7 +51,7 @@ def parse_references(rows: list[dict[str, Any]]) -> list[Any]:
 
 
 async def probe_audit(
-    engine: "Engine",
+    engine: Engine,
     verifier: str,
     rows: list[dict[str, Any]],
     options: dict[str, Any] | None = None,

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +41,7 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     return rows
 
 
-async def run_items(engine: "Engine", items: Sequence[VerifyItem]) -> list[Verdict]:
+async def run_items(engine: Engine, items: Sequence[VerifyItem]) -> list[Verdict]:
     verdicts: list[Verdict] = []
     for start in range(0, len(items), CHUNK):
         verdicts.extend(await engine.verify_many(items[start:start + CHUNK]))
@@ -58,7 +58,7 @@ def clip(text: Any, limit: int = 400) -> str:
     return text if len(text) <= limit else f"{text[:limit]}… [{len(text)} chars]"
 
 
-def audit_header(kind: str, engine: "Engine", verifier: str, options: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+def audit_header(kind: str, engine: Engine, verifier: str, options: dict[str, Any]) -> tuple[dict[str, Any], Any]:
     """The fields every report starts with, and the configuration key. Validates the verifier name and options
     (raises AuditInputError)."""
     from pydantic import ValidationError
@@ -81,7 +81,7 @@ def audit_header(kind: str, engine: "Engine", verifier: str, options: dict[str, 
         "version": prepared.verifier.version,
         "options": options,
         "calibration_key": str(key),
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }, key
 
 

@@ -57,7 +57,7 @@ def _sampled(item: VerifyItem, share: float) -> bool:
     return fraction < share
 
 
-async def _appeal(engine: "Engine", p: "Prepared", raw: Verdict, policy: CalibrationPolicy,
+async def _appeal(engine: Engine, p: Prepared, raw: Verdict, policy: CalibrationPolicy,
                   key: ConfigKey) -> dict[str, Any] | None:
     appeal = p.options.appeal  # type: ignore[attr-defined]
     judge = appeal.judge or policy.default_judge
@@ -85,7 +85,7 @@ async def _appeal(engine: "Engine", p: "Prepared", raw: Verdict, policy: Calibra
     return info
 
 
-def _rates(p: "Prepared", policy: CalibrationPolicy, key: ConfigKey) -> tuple[Rate | None, Rate, str]:
+def _rates(p: Prepared, policy: CalibrationPolicy, key: ConfigKey) -> tuple[Rate | None, Rate, str]:
     """(ρ0, ρ1, where they came from) for this configuration, or CorrectionUnavailable."""
     given = p.options.noise_rates  # type: ignore[attr-defined]
     if given is not None:
@@ -114,7 +114,7 @@ def _rates(p: "Prepared", policy: CalibrationPolicy, key: ConfigKey) -> tuple[Ra
     return (rho0 if rho0.value is not None else None), rho1, source
 
 
-def _correct(p: "Prepared", raw: Verdict, policy: CalibrationPolicy, key: ConfigKey) -> tuple[float | None, dict]:
+def _correct(p: Prepared, raw: Verdict, policy: CalibrationPolicy, key: ConfigKey) -> tuple[float | None, dict]:
     mode = p.options.correction  # type: ignore[attr-defined]
     rho0, rho1, source = _rates(p, policy, key)
     assert rho1.value is not None
@@ -140,7 +140,7 @@ def _correct(p: "Prepared", raw: Verdict, policy: CalibrationPolicy, key: Config
     return forward_weight(raw.score, rho1.value), info
 
 
-async def postprocess(engine: "Engine", p: "Prepared", raw: Verdict) -> Verdict:
+async def postprocess(engine: Engine, p: Prepared, raw: Verdict) -> Verdict:
     """Apply appeal and correction to a raw verdict; a missing or unusable calibration is status ``error``."""
     if not raw.status.scored:
         return raw  # infrastructure trouble stays exactly what it was

@@ -33,4 +33,4 @@ def options_hash(options: BaseModel) -> str:
 
 
 def config_key(verifier: object, options: BaseModel) -> ConfigKey:
-    return ConfigKey(str(getattr(verifier, "name")), str(getattr(verifier, "version", "1")), options_hash(options))
+    return ConfigKey(str(verifier.name), str(getattr(verifier, "version", "1")), options_hash(options))

@@ -29,7 +29,7 @@ class Buckets:
     weight: list[float]
 
     @classmethod
-    def of(cls, votes: list[Vote], weights: list[float]) -> "Buckets":
+    def of(cls, votes: list[Vote], weights: list[float]) -> Buckets:
         index: dict[str, int] = {}
         members: list[list[int]] = []
         weight: list[float] = []

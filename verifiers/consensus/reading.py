@@ -18,10 +18,17 @@ from sympy.matrices.matrixbase import MatrixBase
 from verifiers.math.extract import clip_tail, extract, split_alternatives
 from verifiers.math.guards import check_size, hacking_reason
 from verifiers.math.normalize import (
-    canonical, equation_sides, lone_number, names_a_quantity, split_condition, split_top_level, text_content, unwrap,
+    canonical,
+    equation_sides,
+    lone_number,
+    names_a_quantity,
+    split_condition,
+    split_top_level,
+    text_content,
+    unwrap,
 )
-from verifiers.math.shape import compound_shape
 from verifiers.math.numeric import parse_number
+from verifiers.math.shape import compound_shape
 from verifiers.math.symbolic import parse_latex
 from verifiers.math.verifier import spellings_agree
 
@@ -45,7 +52,7 @@ class Vote:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Vote":
+    def from_dict(cls, data: dict[str, Any]) -> Vote:
         return cls(**data)
 
 
@@ -108,7 +115,7 @@ def _probe(value: str) -> list[float] | None:
         if not isinstance(expr, sympy.Expr) or isinstance(expr, MatrixBase):
             return None
         z = complex(sympy.N(expr.subs({s: _point(s) for s in expr.free_symbols}), 20))
-    except Exception:  # noqa: BLE001 - unparseable or unevaluable: no probe, the symbolic check decides
+    except Exception:
         return None
     return [z.real, z.imag] if cmath.isfinite(z) else None
 

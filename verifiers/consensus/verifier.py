@@ -57,7 +57,7 @@ class ConsensusOptions(MathOptions):
 
 
     @model_validator(mode="after")
-    def _no_postprocess(self) -> "ConsensusOptions":
+    def _no_postprocess(self) -> ConsensusOptions:
         if self.correction != "none" or self.appeal is not None or self.noise_rates is not None:
             raise ValueError("consensus rewards take no noise correction or appeal (there is no reference to audit)")
         if self.weight_by is not None and self.weight_by.verifier == "consensus":
@@ -103,7 +103,7 @@ class ConsensusVerifier(Verifier):
     group_level = True
     _math = MathVerifier()
 
-    def validate(self, options: ConsensusOptions, registry: "Registry") -> None:  # type: ignore[override]
+    def validate(self, options: ConsensusOptions, registry: Registry) -> None:  # type: ignore[override]
         wb = options.weight_by
         if wb is not None:
             weigher = registry.get(wb.verifier)  # UnknownVerifier: a 422 naming it
@@ -126,7 +126,7 @@ class ConsensusVerifier(Verifier):
         verdict.details["vote"] = vote.to_dict() if isinstance(vote, Vote) else None
         return verdict
 
-    async def finish_group(self, engine: "Engine", items: list["Prepared"], verdicts: list[Verdict]) -> list[Verdict]:
+    async def finish_group(self, engine: Engine, items: list[Prepared], verdicts: list[Verdict]) -> list[Verdict]:
         groups = self._groups(items, verdicts)
         await self._weigh(engine, items, groups)
         for g in groups:
@@ -142,7 +142,7 @@ class ConsensusVerifier(Verifier):
         return out
 
     @staticmethod
-    def _groups(items: list["Prepared"], verdicts: list[Verdict]) -> list[_Group]:
+    def _groups(items: list[Prepared], verdicts: list[Verdict]) -> list[_Group]:
         by_id: dict[Any, _Group] = {}
         for pos, p in enumerate(items):
             key = p.item.group if p.item.group is not None else ("__alone__", pos)
@@ -164,7 +164,7 @@ class ConsensusVerifier(Verifier):
         return groups
 
     @staticmethod
-    async def _weigh(engine: "Engine", items: list["Prepared"], groups: list[_Group]) -> None:
+    async def _weigh(engine: Engine, items: list[Prepared], groups: list[_Group]) -> None:
         """Vote weights: the item's ``weight`` times the ``weight_by`` verifier's score (all items in one batch).
         A weight that cannot be had (model down, timeout) leaves the whole group unscored with that status."""
         jobs: list[tuple[_Group, int, VerifyItem]] = []
@@ -191,7 +191,7 @@ class ConsensusVerifier(Verifier):
                 g.weights[k] *= max(0.0, verdict.score)
 
     @staticmethod
-    async def _symbolic(engine: "Engine", items: list["Prepared"], groups: list[_Group]) -> None:
+    async def _symbolic(engine: Engine, items: list[Prepared], groups: list[_Group]) -> None:
         """Every group's pending representative pairs through the ``math`` verifier, as one batch."""
         jobs: list[tuple[_Group, tuple[int, int], VerifyItem]] = []
         for g in groups:
@@ -214,7 +214,7 @@ class ConsensusVerifier(Verifier):
             if verdict.score == 1.0:
                 g.equal.append(pair)
 
-    def _decide(self, g: _Group, items: list["Prepared"], verdicts: list[Verdict]) -> list[Verdict]:
+    def _decide(self, g: _Group, items: list[Prepared], verdicts: list[Verdict]) -> list[Verdict]:
         if g.failure is not None:  # labelled items keep their reference verdict
             return [self._final(verdicts[pos], None if _labelled(items[pos]) else _copy(g.failure),
                                 {"reward_source": _source(items[pos])}) for pos in g.positions]
@@ -271,11 +271,11 @@ class ConsensusVerifier(Verifier):
         return Verdict(base.status, base.score, base.reason, details, per_item.elapsed_ms)
 
 
-def _labelled(p: "Prepared") -> bool:
+def _labelled(p: Prepared) -> bool:
     return p.item.reference is not None
 
 
-def _source(p: "Prepared") -> str:
+def _source(p: Prepared) -> str:
     """What decided the item's score: its own reference, or the group's consensus."""
     return "reference" if _labelled(p) else "consensus"
 

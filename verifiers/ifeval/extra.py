@@ -47,7 +47,7 @@ class RegexKwargs(Kwargs):
     flags: str = Field("", pattern=r"^[imsx]*$", description="Any of i (ignore case), m, s, x.")
 
     @model_validator(mode="after")
-    def _compiles(self) -> "RegexKwargs":
+    def _compiles(self) -> RegexKwargs:
         try:
             self.compiled()
         except re.error as exc:

@@ -289,7 +289,7 @@ class TransformersBackend:
                 break
             try:
                 batch.append(await asyncio.wait_for(self._queue.get(), max(remaining, 0.0)))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 break
         return [p for p in batch if not p.future.done()]  # callers that gave up cost nothing
 

@@ -51,7 +51,7 @@ class Ballots:
     sources: Counter[str] = field(default_factory=Counter)
     raw: list[str] = field(default_factory=list)
 
-    def absorb(self, other: "Ballots") -> None:
+    def absorb(self, other: Ballots) -> None:
         """Add another prompt's call accounting (not its parsed votes)."""
         self.backend = other.backend
         self.sources.update(other.sources)

@@ -3,7 +3,7 @@ caller can point the server at an arbitrary URL."""
 from __future__ import annotations
 
 import os
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
@@ -45,4 +45,4 @@ class TransformersBackendConfig(_BackendConfig):
     batch_wait_ms: float = Field(5.0, ge=0, description="How long a batch waits for company before it runs.")
 
 
-BackendConfig = Annotated[Union[OpenAIBackendConfig, TransformersBackendConfig], Field(discriminator="kind")]
+BackendConfig = Annotated[OpenAIBackendConfig | TransformersBackendConfig, Field(discriminator="kind")]

@@ -82,7 +82,7 @@ class _Refuse(Exception):
 
 
 class _Raise(ErrorListener):
-    def syntaxError(self, recognizer, offendingSymbol, line, column, msg, e):  # noqa: N802 - ANTLR's API
+    def syntaxError(self, recognizer, offendingSymbol, line, column, msg, e):
         raise _Refuse
 
 
@@ -504,6 +504,6 @@ def fast_parse(normalized: str) -> sympy.Basic | None:
         value = parser.top()
     except _Refuse:
         return None
-    except Exception:  # noqa: BLE001 - a sympy constructor objected, or a case this grammar did not foresee:
+    except Exception:
         return None  # either way the full parser decides, which is the contract of this module
     return value if parser.pos == len(tokens) else None

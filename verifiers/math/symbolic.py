@@ -26,7 +26,12 @@ from sympy.matrices.matrixbase import MatrixBase
 
 from verifiers.math.fastparse import fast_parse
 from verifiers.math.guards import (
-    MAX_EXACT_DIGITS, MAX_SIMPLIFY_OPS, UNBOUNDED_OPERATORS, TooLarge, check_evaluable, check_size,
+    MAX_EXACT_DIGITS,
+    MAX_SIMPLIFY_OPS,
+    UNBOUNDED_OPERATORS,
+    TooLarge,
+    check_evaluable,
+    check_size,
 )
 from verifiers.math.normalize import is_prose, plain_to_latex, strip_decorations
 

@@ -14,12 +14,21 @@ from sympy.matrices.matrixbase import MatrixBase
 from verifiers.base import BaseOptions, Verifier
 from verifiers.math.extract import clip_tail, extract, reference_answer, split_alternatives
 from verifiers.math.guards import TooLarge, check_size, hacking_reason
-from verifiers.math.shape import compound_shape
 from verifiers.math.normalize import (
-    canonical, declares_only, equation_sides, interval_form, lone_number, names_a_quantity, split_condition, split_top_level, text_content, unwrap,
+    canonical,
+    declares_only,
+    equation_sides,
+    interval_form,
+    lone_number,
+    names_a_quantity,
+    split_condition,
+    split_top_level,
+    text_content,
+    unwrap,
     well_formed,
 )
 from verifiers.math.numeric import Number, numbers_equal, parse_number
+from verifiers.math.shape import compound_shape
 from verifiers.math.symbolic import ParseError, equivalent, is_multi_valued, parse_latex
 from verifiers.types import InvalidReference, Verdict
 

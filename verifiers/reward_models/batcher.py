@@ -132,7 +132,7 @@ class Batcher:
             if self._queued_tokens < self.max_batch_tokens and self.max_wait_s > 0:
                 try:
                     await asyncio.wait_for(self._full.wait(), self.max_wait_s)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
             taken, self._queue = self._queue, []
             self._queued_tokens = 0

@@ -52,7 +52,7 @@ class ModelSpec(BaseModel):
         return "orm" if self.format == "sequence_classification" else "prm"
 
     @model_validator(mode="after")
-    def _defaults(self) -> "ModelSpec":
+    def _defaults(self) -> ModelSpec:
         if self.format == "separator" and self.separator is None:
             self.separator = "<extra_0>"
         return self
