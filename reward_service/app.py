@@ -6,8 +6,6 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
-from typing import Any
 
 import swagger_ui_bundle
 from fastapi import FastAPI
@@ -24,6 +22,7 @@ from reward_service.limits import BodySizeLimit
 from reward_service.logs import request_id_var
 from reward_service.metrics import Metrics
 from reward_service.runtime import Runtime
+from reward_service.services import Services
 from reward_service.settings import Settings
 from sandbox.fairslots import run_source
 from verifiers.pool import job_source
@@ -41,17 +40,6 @@ ROUTERS: tuple[str, ...] = (
     "reward_service.routes.sandbox:router",
     "reward_service.routes.sandboxfusion:router",
 )
-
-
-@dataclass
-class Services:
-    """Per-app state, created in the lifespan and reached by routes through ``request.app.state.services``."""
-
-    settings: Settings
-    metrics: Metrics
-    admission: Admission
-    runtime: Runtime | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class RequestContext:

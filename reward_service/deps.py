@@ -1,0 +1,41 @@
+"""FastAPI dependencies: how a route reaches the app's services, settings and admission control.
+
+Routes declare what they need as parameters (``services: ServicesDep``, ``settings: SettingsDep``,
+``gate: AdmissionDep``) instead of reading ``request.app.state`` by hand; a test can swap any of them through
+``app.dependency_overrides``. None of these raise: readiness and admission are checked where the route calls
+``gate.ready()`` / ``gate.admit(n)``, after the body has been validated.
+"""
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from reward_service.admission import AdmissionGate
+from reward_service.services import Services
+from reward_service.settings import Settings
+
+
+def get_services(request: Request) -> Services:
+    services: Services = request.app.state.services
+    return services
+
+
+ServicesDep = Annotated[Services, Depends(get_services)]
+
+
+def get_settings(services: ServicesDep) -> Settings:
+    return services.settings
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+
+
+def get_admission(services: ServicesDep) -> AdmissionGate:
+    def refused() -> None:  # the labelled child is created on the first refusal, so /metrics lists it from then on
+        services.metrics.rejected.labels("saturated").inc()
+
+    return AdmissionGate(services.admission, services.runtime, services.settings.retry_after_s, refused)
+
+
+AdmissionDep = Annotated[AdmissionGate, Depends(get_admission)]
