@@ -71,7 +71,7 @@ class Settings(BaseSettings):
     judge_model: str | None = Field(None, description="Model name sent to the default judge backend.")
     judge_api_key: SecretStr | None = Field(None, description="API key of the default judge backend (never logged).")
     judge_backends: dict[str, JudgeBackendConfig] = Field(
-        default_factory=dict, description="More named judge backends (kind 'openai' or 'transformers'), see README.")
+        default_factory=dict, description="More named judge backends ('openai' or 'transformers'), see docs/judges.md.")
     judge_local_model: str | None = Field(None, description="A local transformers judge directory (backend 'local').")
     judge_local_device: str = Field("auto", description="Device of the local judge: auto, cpu, cuda, cuda:N.")
     judge_default_backend: str | None = Field(None, description="Backend used when a request names none.")
@@ -83,7 +83,7 @@ class Settings(BaseSettings):
     judge_cache_size: int = Field(10_000, ge=0, description="Cached judge completions (0: no cache, no de-dup).")
     # --- reward models (issue 8) ---
     reward_models: list[ModelSpec] = Field(
-        default_factory=list, description="Process/outcome reward models to load at start-up (see README)."
+        default_factory=list, description="Process/outcome reward models loaded at start-up (docs/reward-models.md)."
     )
     # --- calibration and audits (issue 9) ---
     calibration_db: str = Field(

@@ -1,7 +1,7 @@
 """The default backend: bubblewrap namespaces + rlimits + seccomp + a memory cgroup, with a warm pool of pre-started
 sandboxes.
 
-Isolation model (README "Security"): every run gets its own pid, net, mount, ipc, uts and user namespaces; the
+Isolation model (docs/sandbox.md): every run gets its own pid, net, mount, ipc, uts and user namespaces; the
 system is visible read-only and only through an allow-list of directories (the interpreter and toolchains outside
 the system directories are bound at neutral paths under /.sandbox/host, so no host layout shows); /etc holds only
 what the loader needs and a passwd of its own; the run's writable storage is one tmpfs of the request's ``disk_mb``
@@ -309,7 +309,7 @@ class BwrapBackend:
         self.phase_ms: dict[str, float] = {}  # summed per phase of PHASES, plus "runs", "spawns" and "spawn
 
     def isolation(self) -> dict[str, object]:
-        """What enforces each limit on this host (served in /readyz and the README's security section)."""
+        """What enforces each limit on this host (served in /readyz and described in docs/security.md)."""
         return {
             "backend": "bwrap",
             "privileged": self._privileged,

@@ -1,5 +1,5 @@
 """Constraints beyond IFEval that trainers ask for: JSON (optionally against a schema), regexes, character bounds,
-required sections and forbidden phrases. Same contract as the IFEval ones (see README "Instruction following")."""
+required sections and forbidden phrases. Same contract as the IFEval ones (see docs/ifeval.md)."""
 from __future__ import annotations
 
 import json
