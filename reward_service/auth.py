@@ -8,15 +8,16 @@ import hmac
 import json
 from urllib.parse import parse_qs
 
-from fastapi import Request
+from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from reward_service.deps import SettingsDep
 from reward_service.errors import ApiError
 from reward_service.logs import request_id_var
 
 
-async def require_token(request: Request) -> None:
-    token = request.app.state.services.settings.auth_token
+async def require_token(request: Request, settings: SettingsDep) -> None:
+    token = settings.auth_token
     if token is None:
         return
     header = request.headers.get("authorization", "")

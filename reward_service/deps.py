@@ -3,7 +3,8 @@
 Routes declare what they need as parameters (``services: ServicesDep``, ``settings: SettingsDep``,
 ``gate: AdmissionDep``) instead of reading ``request.app.state`` by hand; a test can swap any of them through
 ``app.dependency_overrides``. None of these raise: readiness and admission are checked where the route calls
-``gate.ready()`` / ``gate.admit(n)``, after the body has been validated.
+``gate.ready()`` / ``gate.admit(n)``, after the body has been validated. They are ``async def`` although they never
+await: FastAPI runs a plain ``def`` dependency in a worker thread, a hop per request for a dictionary look-up.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from reward_service.services import Services
 from reward_service.settings import Settings
 
 
-def get_services(request: Request) -> Services:
+async def get_services(request: Request) -> Services:
     services: Services = request.app.state.services
     return services
 
@@ -24,14 +25,14 @@ def get_services(request: Request) -> Services:
 ServicesDep = Annotated[Services, Depends(get_services)]
 
 
-def get_settings(services: ServicesDep) -> Settings:
+async def get_settings(services: ServicesDep) -> Settings:
     return services.settings
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 
 
-def get_admission(services: ServicesDep) -> AdmissionGate:
+async def get_admission(services: ServicesDep) -> AdmissionGate:
     def refused() -> None:  # the labelled child is created on the first refusal, so /metrics lists it from then on
         services.metrics.rejected.labels("saturated").inc()
 

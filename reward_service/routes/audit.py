@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends
 from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from reward_service.admission import Overloaded
 from reward_service.auth import require_token
+from reward_service.deps import AdmissionDep, SettingsDep
 from reward_service.errors import ApiError
 from verifiers.audit import AuditInputError, labelled_audit, probe_audit
 from verifiers.audit.attacks import default_families
@@ -39,19 +39,10 @@ class AuditRequest(BaseModel):
     format: Literal["json", "html"] = "json"
 
 
-def _services(request: Request) -> Any:
-    services = request.app.state.services
-    if services.runtime is None or services.admission.draining:
-        raise ApiError(503, "server is starting or shutting down",
-                       headers={"Retry-After": str(services.settings.retry_after_s)})
-    return services
-
-
 @router.post("/v1/audit", response_model=None)
-async def audit(body: AuditRequest, request: Request) -> JSONResponse | HTMLResponse:
-    services = _services(request)
-    engine = services.runtime.engine
-    limit = services.settings.max_batch_items
+async def audit(body: AuditRequest, settings: SettingsDep, gate: AdmissionDep) -> JSONResponse | HTMLResponse:
+    engine = gate.ready().engine
+    limit = settings.max_batch_items
     try:
         if body.kind == "probes":  # count what will run before running it
             families = tuple(body.families) if body.families else default_families(body.verifier)
@@ -63,7 +54,7 @@ async def audit(body: AuditRequest, request: Request) -> JSONResponse | HTMLResp
         if n > limit:
             raise ApiError(413, f"the audit runs {n} items, over the limit of {limit}; use fewer rows, per_family, "
                            "or the CLI (reward-service audit)", loc=["items"])
-        with services.admission.admit(n):
+        with gate.admit(n):
             if body.kind == "labelled":
                 policy = engine.resources.get(RESOURCE)
                 store = policy.store if body.store and policy is not None else None
@@ -77,18 +68,15 @@ async def audit(body: AuditRequest, request: Request) -> JSONResponse | HTMLResp
     except AuditInputError as exc:
         loc = ["items", exc.index] if exc.index is not None else None
         raise ApiError(422, str(exc), loc=loc) from None
-    except Overloaded as exc:
-        services.metrics.rejected.labels("saturated").inc()
-        raise ApiError(429, str(exc), headers={"Retry-After": str(services.settings.retry_after_s)}) from None
     if body.format == "html":
         return HTMLResponse(render_html(report))
     return JSONResponse(report)
 
 
 @router.get("/v1/calibration")
-async def calibration(request: Request) -> dict[str, Any]:
+async def calibration(gate: AdmissionDep) -> dict[str, Any]:
     """Every verifier configuration the store knows, with ρ0, ρ1 and the online ρ1, each with its interval."""
-    policy = _services(request).runtime.engine.resources.get(RESOURCE)
+    policy = gate.ready().engine.resources.get(RESOURCE)
     if policy is None or policy.store is None:
         return {"entries": []}
     return {"entries": [cal.to_dict() for cal in policy.store.entries()]}

@@ -3,10 +3,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse, Response
 
 from reward_service.auth import require_token
+from reward_service.deps import ServicesDep
+from reward_service.errors import ApiError
 
 router = APIRouter()
 
@@ -17,8 +19,7 @@ async def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz", tags=["ops"])
-async def readyz(request: Request) -> JSONResponse:
-    services = request.app.state.services
+async def readyz(services: ServicesDep) -> JSONResponse:
     runtime = services.runtime
     if runtime is None or services.admission.draining:
         return JSONResponse({"ready": False, "waiting_for": ["startup"]}, status_code=503)
@@ -32,8 +33,7 @@ async def readyz(request: Request) -> JSONResponse:
 
 
 @router.get("/metrics", tags=["ops"])
-async def metrics(request: Request) -> Response:
-    services = request.app.state.services
+async def metrics(services: ServicesDep) -> Response:
     if services.runtime is not None:
         stats = services.runtime.pool.stats
         services.metrics.workers_busy.set(stats.busy)
@@ -43,6 +43,8 @@ async def metrics(request: Request) -> Response:
 
 
 @router.get("/v1/verifiers", tags=["verify"], dependencies=[Depends(require_token)])
-async def list_verifiers(request: Request) -> dict[str, Any]:
-    runtime = request.app.state.services.runtime
+async def list_verifiers(services: ServicesDep) -> dict[str, Any]:
+    runtime = services.runtime
+    if runtime is None:  # the lifespan opens the runtime before the server accepts connections
+        raise ApiError(503, "server is starting", headers={"Retry-After": str(services.settings.retry_after_s)})
     return {"verifiers": [v.describe() for v in sorted(runtime.registry, key=lambda v: v.name)]}

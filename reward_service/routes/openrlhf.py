@@ -13,8 +13,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from reward_service.deps import AdmissionDep, SettingsDep
 from reward_service.errors import ApiError
-from reward_service.routes.verify import check_limits, prepare_items, run_admitted
+from reward_service.routes.verify import check_limits, prepare_items, run_admitted, starting_engine
 from reward_service.schemas import VerifyItemIn, VerifyRequest
 from verifiers.types import Status, Verdict
 
@@ -36,9 +37,9 @@ class OpenRLHFResponse(BaseModel):
     extra_logs: dict[str, list[float]]
 
 
-def authorize(request: Request) -> None:
+def authorize(request: Request, settings: SettingsDep) -> None:
     """OpenRLHF cannot send headers, so the token may also come as ``?token=`` in the configured URL."""
-    token = request.app.state.services.settings.auth_token
+    token = settings.auth_token
     if token is None:
         return
     scheme, _, given = request.headers.get("authorization", "").partition(" ")
@@ -84,10 +85,10 @@ def extra_logs(verdicts: list[Verdict], found: list[bool]) -> dict[str, list[flo
 
 
 @router.post("/openrlhf/reward", response_model=OpenRLHFResponse)
-async def openrlhf_reward(body: OpenRLHFRequest, request: Request) -> OpenRLHFResponse:
-    authorize(request)
-    services = request.app.state.services
-    settings = services.settings
+async def openrlhf_reward(
+    body: OpenRLHFRequest, request: Request, settings: SettingsDep, gate: AdmissionDep
+) -> OpenRLHFResponse:
+    authorize(request, settings)  # after the body is read, as before: TokenGate already refused a missing token
     n = len(body.query)
     for name in ("prompts", "labels"):
         values = getattr(body, name)
@@ -95,12 +96,10 @@ async def openrlhf_reward(body: OpenRLHFRequest, request: Request) -> OpenRLHFRe
             raise ApiError(422, f"{name} has {len(values)} entries for {n} queries", loc=[name])
     if n == 0:
         return OpenRLHFResponse(rewards=[], scores=[], extra_logs=extra_logs([], []))
-    runtime = services.runtime
-    if runtime is None:
-        raise ApiError(503, "server is starting", headers={"Retry-After": str(settings.retry_after_s)})
-    if settings.openrlhf_verifier not in runtime.registry:
+    engine = starting_engine(gate)
+    if settings.openrlhf_verifier not in engine.registry:
         raise ApiError(500, f"openrlhf_verifier {settings.openrlhf_verifier!r} is not a registered verifier; set "
-                       f"REWARD_SERVICE_OPENRLHF_VERIFIER to one of: {', '.join(runtime.registry.names())}")
+                       f"REWARD_SERVICE_OPENRLHF_VERIFIER to one of: {', '.join(engine.registry.names())}")
     prompts = body.prompts or [None] * n
     labels = body.labels or [None] * n
     split = [split_response(q, p, settings.openrlhf_strip_suffixes) for q, p in zip(body.query, prompts)]
@@ -109,8 +108,8 @@ async def openrlhf_reward(body: OpenRLHFRequest, request: Request) -> OpenRLHFRe
                      options=settings.openrlhf_options)
         for i, ((response, _), label) in enumerate(zip(split, labels))
     ])
-    check_limits(services, request_items)
-    verdicts = await run_admitted(services, prepare_items(services, request_items))
+    check_limits(settings, request_items)
+    verdicts = await run_admitted(gate, prepare_items(engine, request_items))
     null = settings.openrlhf_null_reward
     rewards = [v.score if v.score is not None else null for v in verdicts]
     return OpenRLHFResponse(

@@ -3,12 +3,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends
 
-from reward_service.admission import Overloaded
+from reward_service.admission import AdmissionGate
 from reward_service.auth import require_token
+from reward_service.deps import AdmissionDep, SettingsDep
 from reward_service.errors import ApiError
 from reward_service.sandbox_models import LanguageOut, RunBatchIn, RunBatchOut, RunIn, RunOut
+from reward_service.settings import Settings
 from sandbox.api import Limits, RunRequest
 from sandbox.languages import canonical_name, source_file
 from sandbox.limits import over_caps
@@ -17,23 +19,19 @@ from sandbox.paths import files_problem, path_problem
 router = APIRouter(tags=["sandbox"], dependencies=[Depends(require_token)])
 
 
-def _backend(services: Any) -> Any:
-    retry = {"Retry-After": str(services.settings.retry_after_s)}
-    if services.runtime is None or services.admission.draining:
-        raise ApiError(503, "server is starting or shutting down", headers=retry)
-    backend = services.runtime.resources.get("sandbox")
+def _backend(gate: AdmissionGate) -> Any:
+    backend = gate.ready().resources.get("sandbox")
     if backend is None:
         raise ApiError(503, "no sandbox is configured on this server")
     return backend
 
 
-def _safe_relative(path: str) -> bool:
+def safe_relative(path: str) -> bool:
     return not path_problem(path)
 
 
-def to_request(services: Any, backend: Any, item: RunIn, loc: list[Any]) -> RunRequest:
+def to_request(s: Settings, backend: Any, item: RunIn, loc: list[Any]) -> RunRequest:
     """Validate one item against the host's languages and the server caps (422 with its location)."""
-    s = services.settings
     language = canonical_name(item.language)
     offered = backend.languages()
     if language not in offered:
@@ -60,42 +58,36 @@ def to_request(services: Any, backend: Any, item: RunIn, loc: list[Any]) -> RunR
     return item.to_request(language, limits)
 
 
-async def _admitted_run(services: Any, backend: Any, requests: list[RunRequest]) -> list[Any]:
-    try:
-        with services.admission.admit(len(requests)):
-            return await backend.run_many(requests)
-    except Overloaded as exc:
-        services.metrics.rejected.labels("saturated").inc()
-        raise ApiError(429, str(exc), headers={"Retry-After": str(services.settings.retry_after_s)}) from None
+async def admitted_run(gate: AdmissionGate, backend: Any, requests: list[RunRequest]) -> list[Any]:
+    with gate.admit(len(requests)):
+        return list(await backend.run_many(requests))
 
 
 @router.post("/v1/sandbox/run", response_model=RunOut)
-async def run(body: RunIn, request: Request) -> RunOut:
-    services = request.app.state.services
-    backend = _backend(services)
-    req = to_request(services, backend, body, loc=[])
-    [result] = await _admitted_run(services, backend, [req])
+async def run(body: RunIn, settings: SettingsDep, gate: AdmissionDep) -> RunOut:
+    backend = _backend(gate)
+    req = to_request(settings, backend, body, loc=[])
+    [result] = await admitted_run(gate, backend, [req])
     return RunOut.of(result, body.id)
 
 
 @router.post("/v1/sandbox/run_batch", response_model=RunBatchOut)
-async def run_batch(body: RunBatchIn, request: Request) -> RunBatchOut:
-    services = request.app.state.services
-    backend = _backend(services)
+async def run_batch(body: RunBatchIn, settings: SettingsDep, gate: AdmissionDep) -> RunBatchOut:
+    backend = _backend(gate)
     n = len(body.items)
     if n == 0:
         raise ApiError(422, "items must hold at least one item", loc=["items"])
-    if n > services.settings.max_batch_items:
-        raise ApiError(413, f"batch of {n} items exceeds the limit of {services.settings.max_batch_items}; split it",
+    if n > settings.max_batch_items:
+        raise ApiError(413, f"batch of {n} items exceeds the limit of {settings.max_batch_items}; split it",
                        loc=["items"])
-    reqs = [to_request(services, backend, item, loc=["items", i]) for i, item in enumerate(body.items)]
-    results = await _admitted_run(services, backend, reqs)
+    reqs = [to_request(settings, backend, item, loc=["items", i]) for i, item in enumerate(body.items)]
+    results = await admitted_run(gate, backend, reqs)
     return RunBatchOut(results=[RunOut.of(r, item.id) for r, item in zip(results, body.items)])
 
 
 @router.get("/v1/sandbox/languages", response_model=dict[str, LanguageOut])
-async def languages(request: Request) -> dict[str, LanguageOut]:
-    backend = _backend(request.app.state.services)
+async def languages(gate: AdmissionDep) -> dict[str, LanguageOut]:
+    backend = _backend(gate)
     info = getattr(backend, "language_info", None)
     if info is not None:
         return {k: LanguageOut(**v) for k, v in info().items()}

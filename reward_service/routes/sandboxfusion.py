@@ -13,12 +13,14 @@ import logging
 import os
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends
 
+from reward_service.deps import AdmissionDep, SettingsDep
 from reward_service.errors import ApiError
 from reward_service.routes.openrlhf import authorize
-from reward_service.routes.sandbox import _admitted_run, _safe_relative
+from reward_service.routes.sandbox import admitted_run, safe_relative
 from reward_service.sandboxfusion import NO_MEMORY_LIMIT, RunCodeRequest, RunCodeResponse, to_response
+from reward_service.settings import Settings
 from sandbox.api import Limits, RunRequest
 from sandbox.languages import LANGUAGES
 
@@ -30,7 +32,7 @@ def _pod() -> str | None:
     return os.environ.get("MY_POD_NAME")  # SandboxFusion's name for the executor (Kubernetes downward API)
 
 
-def _limits(settings: Any, body: RunCodeRequest) -> Limits:
+def _limits(settings: Settings, body: RunCodeRequest) -> Limits:
     """SandboxFusion's limits within the server caps (422 naming the field); the rest take the server defaults."""
     caps, defaults = settings.sandbox_caps, settings.sandbox_defaults
     if body.run_timeout > caps.wall_s:
@@ -54,7 +56,7 @@ def _files(body: RunCodeRequest) -> dict[str, str]:
     for name, content in body.files.items():
         if content is None:
             continue
-        if not _safe_relative(name):
+        if not safe_relative(name):
             raise ApiError(422, f"file name {name!r} must be a relative path inside the work dir", loc=["files", name])
         try:
             out[name] = base64.b64decode(content, validate=True).decode("utf-8")
@@ -63,7 +65,7 @@ def _files(body: RunCodeRequest) -> dict[str, str]:
                 else "not valid base64"
             raise ApiError(422, f"file {name!r} is {kind}", loc=["files", name]) from None
     for i, name in enumerate(body.fetch_files):
-        if not _safe_relative(name):
+        if not safe_relative(name):
             raise ApiError(422, f"fetch_files entry {name!r} must be a relative path inside the work dir",
                            loc=["fetch_files", i])
     return out
@@ -89,21 +91,17 @@ def _compiled(backend: Any, language: str) -> bool:
 
 
 @router.post("/run_code", response_model=RunCodeResponse)
-async def run_code(body: RunCodeRequest, request: Request) -> RunCodeResponse:
-    services = request.app.state.services
-    if services.runtime is None or services.admission.draining:
-        raise ApiError(503, "server is starting or shutting down",
-                       headers={"Retry-After": str(services.settings.retry_after_s)})
-    backend = services.runtime.resources.get("sandbox")
+async def run_code(body: RunCodeRequest, settings: SettingsDep, gate: AdmissionDep) -> RunCodeResponse:
+    backend = gate.ready().resources.get("sandbox")
     if backend is None:
         return RunCodeResponse.sandbox_error("no sandbox is configured on this server", _pod())
-    limits = _limits(services.settings, body)
+    limits = _limits(settings, body)
     files = _files(body)
     stdin = body.stdin or ""
     size = len(body.code) + len(stdin) + sum(len(v) for v in files.values())
-    if size > services.settings.sandbox_max_input_chars:
+    if size > settings.sandbox_max_input_chars:
         raise ApiError(413, f"code + stdin + files hold {size} characters, over the limit of "
-                            f"{services.settings.sandbox_max_input_chars}")
+                            f"{settings.sandbox_max_input_chars}")
     why = _unavailable(backend, body)
     if why:
         return RunCodeResponse.sandbox_error(why, _pod())
@@ -112,7 +110,7 @@ async def run_code(body: RunCodeRequest, request: Request) -> RunCodeResponse:
     run = RunRequest(code=body.code, language=language, stdin=stdin, files=files, collect=list(body.fetch_files),
                      limits=limits)
     try:
-        [result] = await _admitted_run(services, backend, [run])
+        [result] = await admitted_run(gate, backend, [run])
     except ApiError:
         raise
     except Exception as exc:

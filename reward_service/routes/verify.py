@@ -4,16 +4,17 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends
 from pydantic import ValidationError
 
-from reward_service.admission import Overloaded
+from reward_service.admission import AdmissionGate
 from reward_service.auth import require_token
+from reward_service.deps import AdmissionDep, SettingsDep
 from reward_service.errors import ApiError
 from reward_service.item_limits import json_chars, number_problem
 from reward_service.schemas import VerifyItemIn, VerifyRequest, VerifyResponse, VerifyResult
 from reward_service.settings import Settings
-from verifiers.engine import Prepared
+from verifiers.engine import Engine, Prepared
 from verifiers.groups import group_stats
 from verifiers.registry import UnknownVerifier
 from verifiers.types import Verdict, VerifyItem
@@ -57,8 +58,8 @@ def nesting_depth(value: Any) -> int:
     return deepest
 
 
-def check_limits(services: Any, body: VerifyRequest) -> None:
-    s = services.settings
+def check_limits(s: Settings, body: VerifyRequest) -> None:
+    """The batch and each item within the configured limits (413/422 naming the offending field)."""
     n = len(body.items)
     if n == 0:
         raise ApiError(422, "items must hold at least one item", loc=["items"])
@@ -107,8 +108,8 @@ def check_item_values(s: Settings, i: int, item: VerifyItemIn) -> None:
             raise ApiError(422, f"items[{i}].{'.'.join(map(str, (name, *at)))} {what}", loc=["items", i, name, *at])
 
 
-def prepare_items(services: Any, body: VerifyRequest) -> list[Prepared]:
-    engine = services.runtime.engine
+def prepare_items(engine: Engine, body: VerifyRequest) -> list[Prepared]:
+    """Each item resolved to its verifier with validated options (422 for an unknown verifier or bad options)."""
     prepared = []
     for i, item in enumerate(body.items):
         vi = VerifyItem(
@@ -135,27 +136,26 @@ def to_result(p: Prepared, verdict: Verdict) -> VerifyResult:
     )
 
 
-async def run_admitted(services: Any, prepared: list[Prepared]) -> list[Verdict]:
+def starting_engine(gate: AdmissionGate) -> Engine:
+    """The engine, or 503 "server is starting" before the lifespan opened the runtime (draining is refused later,
+    by ``run_admitted``)."""
+    if gate.runtime is None:
+        raise ApiError(503, "server is starting", headers=gate.retry_headers)
+    return gate.runtime.engine
+
+
+async def run_admitted(gate: AdmissionGate, prepared: list[Prepared]) -> list[Verdict]:
     """Run prepared items under admission control (429 + Retry-After when saturated, 503 while draining)."""
-    retry = {"Retry-After": str(services.settings.retry_after_s)}
-    if services.runtime is None or services.admission.draining:
-        raise ApiError(503, "server is starting or shutting down", headers=retry)
-    try:
-        with services.admission.admit(len(prepared)):
-            return await services.runtime.engine.verify_many(prepared)
-    except Overloaded as exc:
-        services.metrics.rejected.labels("saturated").inc()
-        raise ApiError(429, str(exc), headers=retry) from None
+    runtime = gate.ready()
+    with gate.admit(len(prepared)):
+        return await runtime.engine.verify_many(prepared)
 
 
 @router.post("/v1/verify", response_model=VerifyResponse)
-async def verify(body: VerifyRequest, request: Request) -> VerifyResponse:
-    services = request.app.state.services
-    check_limits(services, body)
-    if services.runtime is None:
-        raise ApiError(503, "server is starting", headers={"Retry-After": str(services.settings.retry_after_s)})
-    prepared = prepare_items(services, body)
-    verdicts = await run_admitted(services, prepared)
+async def verify(body: VerifyRequest, settings: SettingsDep, gate: AdmissionDep) -> VerifyResponse:
+    check_limits(settings, body)
+    prepared = prepare_items(starting_engine(gate), body)
+    verdicts = await run_admitted(gate, prepared)
     results = [to_result(p, v) for p, v in zip(prepared, verdicts)]
     groups = None
     if any(item.group is not None for item in body.items):
