@@ -6,7 +6,6 @@ exact same code path as the server.
 from __future__ import annotations
 
 import importlib
-import json
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
@@ -77,7 +76,7 @@ class Runtime:
             [*BUILTIN_MODULES, *modules],
             memory_mb=settings.worker_memory_mb,
             slow_after_s=settings.worker_slow_after_s,
-            env={"REWARD_SERVICE_LENGTH_TOKENIZERS": json.dumps(settings.length_tokenizers)},
+            length_tokenizers=settings.length_tokenizers,
         )
         async with AsyncExitStack() as stack:
             await pool.start()

@@ -1,6 +1,7 @@
 """Worker process for ``process``-mode verifiers: reads framed requests on stdin, writes verdicts on a private fd.
 
-Run as ``python -m verifiers._worker MODULE...``. Verifier code that prints cannot corrupt the protocol: fd 1 is
+Run as ``python -m verifiers._worker [--config JSON] MODULE...`` (``WorkerConfig``: the pool configures its
+workers explicitly, not through environment variables). Verifier code that prints cannot corrupt the protocol: fd 1 is
 pointed at stderr before any verifier is imported, and verdicts go out on a duplicate of the original stdout.
 """
 from __future__ import annotations
@@ -14,8 +15,7 @@ import traceback
 from verifiers._frames import read_frame, write_frame
 
 
-def _limit_memory() -> None:
-    mb = int(os.environ.get("REWARD_SERVICE_WORKER_MEMORY_MB", "0") or 0)
+def _limit_memory(mb: int) -> None:
     if mb > 0:
         limit = mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
@@ -32,7 +32,10 @@ def _die_with_parent() -> None:
         pass
 
 
-def main(modules: list[str]) -> None:
+def main(argv: list[str]) -> None:
+    from verifiers.worker_config import parse_args
+
+    config, modules = parse_args(argv)
     _die_with_parent()
     proto_out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
@@ -41,11 +44,15 @@ def main(modules: list[str]) -> None:
     from verifiers.registry import load_modules
     from verifiers.types import InvalidReference, Verdict, VerifierUnavailable
 
+    if config.length_tokenizers:
+        from verifiers.shaping import use_tokenizers
+
+        use_tokenizers(config.length_tokenizers)
     registry = load_modules(modules)
     for verifier in registry:
         if verifier.execution == "process":
             verifier.warm_up()
-    _limit_memory()
+    _limit_memory(config.memory_mb)
     write_frame(proto_out, ("ready", registry.names()))
     def check_one(name: str, response: str, reference: object, options: dict) -> dict:
         try:

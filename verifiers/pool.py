@@ -21,6 +21,7 @@ from typing import Any
 from verifiers._frames import HEADER as _HEADER
 from verifiers.fairqueue import FairQueue
 from verifiers.types import Verdict
+from verifiers.worker_config import WorkerConfig
 
 log = logging.getLogger("reward_service.pool")
 
@@ -127,6 +128,7 @@ class WorkerPool:
         env: dict[str, str] | None = None,
         max_chunk: int = 32,
         slow_after_s: float = 2.0,
+        length_tokenizers: dict[str, str] | None = None,
     ) -> None:
         self.size = max(1, size)
         self.slow_after_s = slow_after_s
@@ -134,7 +136,9 @@ class WorkerPool:
         self.memory_mb = memory_mb
         self.start_timeout_s = start_timeout_s
         self.max_chunk = max_chunk
-        self.env = dict(env or {})  # worker-side configuration, e.g. configured tokenizers
+        self.env = dict(env or {})  # extra environment of the worker processes
+        # Told to each worker on its command line, not through its environment.
+        self.worker_config = WorkerConfig(memory_mb=memory_mb, length_tokenizers=dict(length_tokenizers or {}))
         self._idle: asyncio.Queue[_Worker] = asyncio.Queue()
         self._all: set[_Worker] = set()
         self._stats = PoolStats(size=self.size)
@@ -163,12 +167,12 @@ class WorkerPool:
 
     async def _spawn(self) -> _Worker:
         env = {**os.environ, **self.env}
-        env["REWARD_SERVICE_WORKER_MEMORY_MB"] = str(self.memory_mb)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [*sys.path, env.get("PYTHONPATH", "")]))
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
             "verifiers._worker",
+            *self.worker_config.argv(),
             *self.modules,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
