@@ -103,8 +103,35 @@ def score(rewards: list[float | None], labels: list[int]) -> dict[str, float]:
             "right_of_all": right / n}
 
 
+def paired(ours: list[float | None], base: list[float | None], labels: list[int], name: str) -> None:
+    """Sample by sample against one baseline: where both score, where only one does, and how often each agrees there.
+
+    Coverage and agreement trade off (abstaining more raises agreement), so the comparison that settles "more
+    right, on at least as many samples" is on the same samples: on every sample the baseline scores, does consensus
+    score it too, and agree at least as often; and what do the samples only one side scores add.
+    """
+    cells: dict[str, list[tuple[bool, bool]]] = defaultdict(list)
+    for o, b, y in zip(ours, base, labels):
+        key = "both" if o is not None and b is not None else "consensus only" if o is not None else \
+            "baseline only" if b is not None else "neither"
+        cells[key].append((o == y, b == y))
+    print(f"  paired with {name}:")
+    for key in ("both", "consensus only", "baseline only"):
+        pairs = cells.get(key, [])
+        if not pairs:
+            print(f"    {key:<15} 0 samples")
+            continue
+        o_right, b_right = sum(p[0] for p in pairs), sum(p[1] for p in pairs)
+        text = {"both": f"consensus right {o_right} ({o_right / len(pairs):.1%}), baseline right {b_right} "
+                        f"({b_right / len(pairs):.1%})",
+                "consensus only": f"consensus right {o_right} ({o_right / len(pairs):.1%})",
+                "baseline only": f"baseline right {b_right} ({b_right / len(pairs):.1%})"}[key]
+        print(f"    {key:<15} {len(pairs):>4} samples: {text}")
+
+
 def row(name: str, m: dict[str, float]) -> str:
-    return f"  {name:<24} scored {m['scored']:6.1%}  agreement {m['agreement']:6.1%}  right of all {m['right_of_all']:6.1%}"
+    return (f"  {name:<24} scored {m['scored']:6.1%}  agreement {m['agreement']:6.1%}  "
+            f"right of all {m['right_of_all']:6.1%}")
 
 
 async def quality(engine: Engine, groups: dict[str, list[dict[str, Any]]], sweep: bool) -> None:
@@ -117,9 +144,13 @@ async def quality(engine: Engine, groups: dict[str, list[dict[str, Any]]], sweep
         verdicts = await consensus_rewards(engine, chosen, {})
         ours = [v["score"] for vs in verdicts for v in vs]
         print(row("consensus (defaults)", score(ours, labels)))
+        baselines = {}
         for name, abstain in (("exact-majority", False), ("exact-majority+abstain", True)):
             base = [s for rows in chosen for s in exact_majority([r["response"] for r in rows], abstain=abstain)]
+            baselines[name] = base
             print(row(name, score(base, labels)))
+        for name, base in baselines.items():
+            paired(ours, base, labels, name)
         statuses = Counter(v["status"] for vs in verdicts for v in vs)
         print(f"  consensus statuses: {dict(statuses.most_common())}")
         if sweep and part == "dev":
@@ -135,7 +166,10 @@ async def quality(engine: Engine, groups: dict[str, list[dict[str, Any]]], sweep
         await hedged_check(engine, chosen, verdicts)
 
 
-async def hedged_check(engine: Engine, groups: list[list[dict[str, Any]]], verdicts: list[list[dict[str, Any]]]) -> None:
+Groups = list[list[dict[str, Any]]]
+
+
+async def hedged_check(engine: Engine, groups: Groups, verdicts: Groups) -> None:
     rows = [r for g in groups for r in g]
     flat = [v for vs in verdicts for v in vs]
     math = await engine.verify_many([VerifyItem("math", r["response"], r["reference"]) for r in rows])
@@ -146,7 +180,7 @@ async def hedged_check(engine: Engine, groups: list[list[dict[str, Any]]], verdi
           f"of them 1; consensus itself refused {refused}")
 
 
-def throughput_groups(groups: dict[str, list[dict[str, Any]]], all_rows: list[dict[str, Any]]) -> dict[str, list[list[dict[str, Any]]]]:
+def throughput_groups(groups: dict[str, list[dict[str, Any]]], all_rows: list[dict[str, Any]]) -> dict[str, Groups]:
     mixed = [all_rows[g * 16:(g + 1) * 16] for g in range(64)]
     largest = sorted(groups.values(), key=len, reverse=True)[:64]
     same = [[rows[k % len(rows)] for k in range(16)] for rows in largest]
@@ -162,7 +196,8 @@ async def timed(engine: Engine, items: list[VerifyItem]) -> float:
 async def throughput(engine: Engine, sets: dict[str, list[list[dict[str, Any]]]], repeats: int) -> None:
     for name, groups in sets.items():
         rows = [r for g in groups for r in g]
-        cons = [VerifyItem("consensus", r["response"], None, {}, group=str(g)) for g, rs in enumerate(groups) for r in rs]
+        cons = [VerifyItem("consensus", r["response"], None, {}, group=str(g))
+                for g, rs in enumerate(groups) for r in rs]
         ref = [VerifyItem("math", r["response"], r["reference"]) for r in rows]
         await timed(engine, cons[:64])
         t_cons, t_ref = [], []

@@ -175,6 +175,30 @@ def test_a_conclusion_that_denies_its_value_is_not_an_answer() -> None:
     assert score(response, "15") == 0.0
 
 
+def test_a_closing_paragraph_that_only_names_the_unknown_states_no_answer() -> None:
+    """Real shape (ProcessBench olympiadbench-127): the model gives up and its last paragraph mentions only x; an
+    earlier step's "3^x" must not be read as its answer, and x itself is not one either."""
+    response = ("Rearrange: \\[2^x(9 \\cdot 2^{-x} - 27) = 3^x.\\]\n\n"
+                "In practice, one might use computational tools to approximate the value(s) of \\(x\\) that "
+                "satisfy the equation. The exact solution requires numerical methods.")
+    assert extract(response) is None
+    v = verdict(response, "3")
+    assert (v.status, v.score) == (Status.NO_ANSWER, 0.0)
+
+
+def test_unknowns_named_beside_the_answer_do_not_hide_it() -> None:
+    """Real shape (ProcessBench math-926): the answer sits among inline mentions of the digits' names."""
+    response = ("The probability, expressed as a common fraction, is approximately \\(1/3\\). This is based on "
+                "the distribution of sums across different values of \\(C\\), given fixed \\(A\\) and "
+                "\\(B\\).")
+    assert score(response, "\\frac{1}{3}") == 1.0
+    assert score(response, "\\frac{1}{6}") == 0.0
+    letters = "All checks point to \\(C\\)."  # where a choice letter is expected, a lone letter is one
+    found = extract(letters, choice_letters=True)
+    assert found is not None and found.answers == ["C"]
+    assert extract(letters) is None
+
+
 # --- 3. golds that are not bare values ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("gold,answer", [

@@ -431,9 +431,15 @@ def _weak_extraction(section: str, *, last_number: bool, choice_letters: bool) -
         return Extraction([concluding], "inline_math")
     if displays:
         return Extraction([displays[-1].body.strip()], "display_math")
-    inlines = inline_spans(last_par)
+    # Unless a choice letter is expected, a lone letter here names the unknown ("the values of x that satisfy the
+    # equation"), not an answer: only a stated answer may be a bare letter. A closing paragraph that only names
+    # unknowns states no answer; reading on to an earlier number would pick a step's number.
+    spans = inline_spans(last_par)
+    inlines = [s for s in spans if choice_letters or not _LONE_SYMBOL.fullmatch(s.body.strip())]
     if inlines:
         return Extraction([_last_list(last_par, inlines).strip()], "inline_math")
+    if spans:
+        return None
     lines = [ln.strip() for ln in section.strip().splitlines() if ln.strip()]
     last_line = lines[-1] if lines else ""
     if last_line and len(last_line) <= 300 and (_LATEX_CMD.search(last_line) or _plain_math_tail(last_line)):
@@ -532,6 +538,9 @@ def _concluding_inline(paragraph: str, after: int) -> str | None:
 
 # What follows a value to deny it ("so $x = 14$ and $y = 15$ is not a solution").
 _NEGATED = re.compile(r"[^.!?\n]*?\b(?:is|are|was|were|does|do)\s*(?:not|n't)\b|[^.!?\n]*?\bfails?\b", re.IGNORECASE)
+
+
+_LONE_SYMBOL = re.compile(r"[A-Za-z]|\\(?:alpha|beta|gamma|theta|lambda|mu|phi|varphi|omega|sigma|tau|rho)")
 
 
 def _last_list(paragraph: str, spans: list[Span]) -> str:
