@@ -85,6 +85,29 @@ def test_prm_score_steps_and_response(rm_server: LiveServer, reference_prm) -> N
     assert res["empty"]["status"] == "no_answer" and res["empty"]["score"] == 0.0
 
 
+def _prm_items_counted(server: LiveServer) -> dict[str, float]:
+    with server.client() as c:
+        text = c.get("/metrics").text
+    found = {}
+    for line in text.splitlines():
+        if line.startswith("reward_items_total{") and 'verifier="prm"' in line:
+            found[line.split('status="')[1].split('"')[0]] = float(line.rsplit(" ", 1)[1])
+    return found
+
+
+def test_prm_score_runs_through_the_engine(rm_server: LiveServer) -> None:
+    """Each item is a ``prm`` verifier item: counted once in the item metrics, like /v1/verify's items."""
+    before = _prm_items_counted(rm_server)
+    body = {"model": "qwen-prm", "items": [{"prompt": "q", "steps": STEPS}, {"prompt": "q", "response": "a\n\nb"},
+                                           {"prompt": "q", "response": "  "}]}
+    r = score(rm_server, body)
+    assert r.status_code == 200, r.text
+    assert [x["status"] for x in r.json()["results"]] == ["ok", "ok", "no_answer"]
+    after = _prm_items_counted(rm_server)
+    assert after.get("ok", 0) - before.get("ok", 0) == 2
+    assert after.get("no_answer", 0) - before.get("no_answer", 0) == 1
+
+
 def test_aggregations_and_threshold_over_http(rm_server: LiveServer) -> None:
     base = {"model": "qwen-prm", "items": [{"prompt": "q", "steps": STEPS}]}
     got = {}

@@ -10,7 +10,7 @@ import os
 import resource
 import signal
 import sys
-import traceback
+from typing import Any
 
 from verifiers._frames import read_frame, write_frame
 
@@ -41,8 +41,9 @@ def main(argv: list[str]) -> None:
     os.dup2(2, 1)
     proto_in = sys.stdin.buffer
 
+    from verifiers.failures import failure_verdict
     from verifiers.registry import load_modules
-    from verifiers.types import InvalidReference, Verdict, VerifierUnavailable
+    from verifiers.types import Verdict
 
     if config.length_tokenizers:
         from verifiers.shaping import use_tokenizers
@@ -54,19 +55,13 @@ def main(argv: list[str]) -> None:
             verifier.warm_up()
     _limit_memory(config.memory_mb)
     write_frame(proto_out, ("ready", registry.names()))
-    def check_one(name: str, response: str, reference: object, options: dict) -> dict:
+
+    def check_one(name: str, response: str, reference: object, options: dict[str, Any]) -> dict[str, Any]:
         try:
             verifier = registry.get(name)
-            verdict = verifier.check(response, reference, verifier.parse_options(options))
-        except InvalidReference as exc:
-            verdict = Verdict.invalid_reference(str(exc))
-        except VerifierUnavailable as exc:
-            verdict = Verdict.unavailable(str(exc))
-        except MemoryError:
-            verdict = Verdict.error("verifier ran out of memory in its worker")
-        except Exception as exc:  # a verifier bug must become a named error, not a dead worker
-            traceback.print_exc(file=sys.stderr)
-            verdict = Verdict.error(f"verifier raised {type(exc).__name__}: {str(exc)[:300]}")
+            verdict: Verdict = verifier.check(response, reference, verifier.parse_options(options))
+        except Exception as exc:  # a verifier bug must become a named verdict, not a dead worker
+            verdict = failure_verdict(exc, name)
         return verdict.to_dict()
 
     # Each request is a chunk of jobs; one result frame goes out as soon as each job is done, so the pool can time

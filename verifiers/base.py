@@ -1,51 +1,43 @@
-"""The verifier contract: a name, a version, an options schema and one check.
+"""The verifier contract: a verifier declares its options, prepares (request-time checks) and runs one check.
 
-Two execution modes exist because the work differs in kind:
-- ``process``: CPU-bound, pure checks (math, ifeval, exact match). The engine runs ``check`` in a pool of worker
-  processes under a hard deadline, so a pathological input can be killed without touching the server.
-- ``async``: checks that wait on something else (a sandbox, a judge server, a GPU model). The engine awaits
-  ``acheck`` on the event loop with a deadline; the heavy lifting happens in the backend.
+- **Options**: ``Options`` is a ``BaseOptions`` subclass; ``Verifier[MyOptions]`` types ``check``/``acheck`` with it.
+- **Prepare**: ``validate(options, lookup)`` runs when the item is accepted, before anything runs; raise to refuse it
+  (a 422 on the server). Only checks that need other verifiers (a spec's components) belong here: the options model
+  validates itself.
+- **Run**: ``execution = "process"``: ``check`` is CPU-bound and pure (math, ifeval, exact match); the engine runs it
+  in a pool of worker processes under a hard deadline, so a pathological input can be killed without touching the
+  server. ``execution = "async"``: ``acheck`` waits on something else (a sandbox, a judge server, a GPU model); the
+  engine awaits it on the event loop under a deadline, and it reaches backends and nested checks through its
+  ``Context``.
+
+A verifier returns the verdict it found or raises (``InvalidReference``, ``VerifierUnavailable``, anything else):
+the engine owns deadlines, dispatch, metrics and the mapping of every exception to a named verdict.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar, cast
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from verifiers.context import Context
+from verifiers.options import BaseOptions
+from verifiers.types import Verdict, VerifyItem
 
-from verifiers.calibration.options import AppealOptions, Correction, NoiseRatesOptions
-from verifiers.types import Verdict
+__all__ = ["BaseOptions", "Prepared", "Verifier", "VerifierLookup"]
 
-if TYPE_CHECKING:  # pragma: no cover
-    from verifiers.context import Context
-    from verifiers.engine import Engine, Prepared
-    from verifiers.registry import Registry
-
-
-class BaseOptions(BaseModel):
-    """Options every verifier accepts; verifiers subclass this with their own fields."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    timeout_s: float | None = Field(
-        default=None, gt=0, description="Per-item deadline in seconds (capped by the server's maximum)."
-    )
-    # Noise correction and appeals (issue 9), applied by the engine after the raw verdict; binary verifiers only.
-    correction: Correction = Field(
-        "none", description="none | backward (unbiased surrogate reward) | forward (policy-gradient weights)."
-    )
-    appeal: AppealOptions | None = Field(None, description="Recheck rule-based negatives with a judge verifier.")
-    noise_rates: NoiseRatesOptions | None = Field(None, description="Known rates; otherwise the calibration store.")
-
-    @field_validator("appeal", mode="before")
-    @classmethod
-    def _appeal_shorthand(cls, value: Any) -> Any:
-        return {} if value is True else None if value is False else value
+OptionsT = TypeVar("OptionsT", bound=BaseOptions)
 
 
-class Verifier:
+class VerifierLookup(Protocol):
+    """What ``validate`` may ask of the registry: another verifier by name (``UnknownVerifier`` if none)."""
+
+    def get(self, name: str) -> Verifier[Any]: ...
+
+
+class Verifier(Generic[OptionsT]):
     name: ClassVar[str]
     version: ClassVar[str] = "1"
     description: ClassVar[str] = ""
+    # Subclasses name their own model: the ``OptionsT`` their checks receive.
     Options: ClassVar[type[BaseOptions]] = BaseOptions
     execution: ClassVar[Literal["process", "async"]] = "process"
     # True when scores are 0/1 verdicts (noise correction applies only to those).
@@ -61,30 +53,31 @@ class Verifier:
     # are all in (see ``verifiers.group_level``).
     group_level: ClassVar[bool] = False
 
-    def parse_options(self, raw: dict[str, Any] | None) -> BaseOptions:
+    def parse_options(self, raw: dict[str, Any] | None) -> OptionsT:
         """A None value means "not set" (``datasets`` pads a column of dicts with None for every key another row
         has, issue 18); no option gives None a meaning other than its default, and a set value is still checked."""
-        return self.Options.model_validate({k: v for k, v in (raw or {}).items() if v is not None})
+        given = {k: v for k, v in (raw or {}).items() if v is not None}
+        return cast(OptionsT, self.Options.model_validate(given))
 
-    def inline_ok(self, options: BaseOptions) -> bool:
+    def inline_ok(self, options: OptionsT) -> bool:
         """Whether these options keep the check cheap enough to run inline (see ``inline_max_chars``)."""
         return True
 
     def warm_up(self) -> None:
         """Load what the first check would otherwise load (data files, tokenizers); run once per worker at start."""
 
-    def validate(self, options: BaseOptions, registry: Registry) -> None:
-        """Request-time checks that need the registry (e.g. a spec's component names); raise to refuse the item."""
+    def validate(self, options: OptionsT, lookup: VerifierLookup) -> None:
+        """The prepare step: request-time checks that need other verifiers; raise to refuse the item."""
 
-    def check(self, response: str, reference: Any, options: BaseOptions) -> Verdict:
+    def check(self, response: str, reference: Any, options: OptionsT) -> Verdict:
         """Synchronous check, run in a worker process (``execution = "process"``)."""
         raise NotImplementedError(f"{self.name} is an async verifier")
 
-    async def acheck(self, response: str, reference: Any, options: BaseOptions, ctx: Context) -> Verdict:
+    async def acheck(self, response: str, reference: Any, options: OptionsT, ctx: Context) -> Verdict:
         """Asynchronous check, awaited on the event loop (``execution = "async"``)."""
         return self.check(response, reference, options)
 
-    async def finish_group(self, engine: Engine, items: list[Prepared], verdicts: list[Verdict]) -> list[Verdict]:
+    async def finish_group(self, ctx: Context, items: list[Prepared], verdicts: list[Verdict]) -> list[Verdict]:
         """The request-level pass of a group-level verifier: final verdicts for its ``items`` of one request."""
         return verdicts
 
@@ -97,3 +90,12 @@ class Verifier:
             "binary": self.binary,
             "options_schema": self.Options.model_json_schema(),
         }
+
+
+@dataclass
+class Prepared:
+    """An item the engine accepted: its verifier looked up, its options parsed and its prepare step passed."""
+
+    item: VerifyItem
+    verifier: Verifier[Any]
+    options: BaseOptions

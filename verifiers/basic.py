@@ -30,13 +30,13 @@ class ExactMatchOptions(BaseOptions):
     ignore_punctuation: bool = Field(False, description="Drop ASCII and common Unicode punctuation.")
 
 
-class ExactMatch(Verifier):
+class ExactMatch(Verifier[ExactMatchOptions]):
     name = "exact_match"
     description = "Response equals the reference (or any of a list of references) after normalisation."
     Options = ExactMatchOptions
     inline_max_chars = 20_000  # normalisation is linear; no user-supplied pattern
 
-    def check(self, response: str, reference: Any, options: ExactMatchOptions) -> Verdict:  # type: ignore[override]
+    def check(self, response: str, reference: Any, options: ExactMatchOptions) -> Verdict:
         refs = _references(reference)
         norm = dict(
             case=not options.ignore_case, whitespace=options.ignore_whitespace, punctuation=options.ignore_punctuation
@@ -57,12 +57,12 @@ class RegexOptions(BaseOptions):
     dotall: bool = False
 
 
-class RegexMatch(Verifier):
+class RegexMatch(Verifier[RegexOptions]):
     name = "regex"
     description = "Reference is a regular expression (Python syntax) the response must match."
     Options = RegexOptions
 
-    def check(self, response: str, reference: Any, options: RegexOptions) -> Verdict:  # type: ignore[override]
+    def check(self, response: str, reference: Any, options: RegexOptions) -> Verdict:
         if not isinstance(reference, str) or not reference:
             raise InvalidReference("reference must be a non-empty regular expression string")
         flags = (
@@ -116,13 +116,13 @@ def _alternatives(response: str, pattern: str, flags: int, choices: str) -> list
     return extra
 
 
-class MultipleChoice(Verifier):
+class MultipleChoice(Verifier[MultipleChoiceOptions]):
     name = "multiple_choice"
     description = "Extract the chosen letter from free text and compare it with the reference letter."
     Options = MultipleChoiceOptions
     inline_max_chars = 20_000  # fixed patterns without nested quantifiers: linear scans
 
-    def check(self, response: str, reference: Any, options: MultipleChoiceOptions) -> Verdict:  # type: ignore[override]
+    def check(self, response: str, reference: Any, options: MultipleChoiceOptions) -> Verdict:
         choices = options.choices.upper()
         ref = str(reference).strip().strip("()").upper() if isinstance(reference, str) else ""
         if len(ref) != 1 or ref not in choices:
@@ -148,4 +148,4 @@ class MultipleChoice(Verifier):
         return Verdict.no_answer("no choice letter found")
 
 
-VERIFIERS: list[Verifier] = [ExactMatch(), RegexMatch(), MultipleChoice()]
+VERIFIERS: list[Verifier[Any]] = [ExactMatch(), RegexMatch(), MultipleChoice()]

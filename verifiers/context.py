@@ -1,23 +1,27 @@
-"""What an async verifier may reach while it checks: shared backends and the engine itself.
+"""What a verifier may reach while it runs: shared backends, and nested checks of other verifiers.
 
 Resources are built by whoever owns their lifetime (the server's lifespan, a CLI run) and handed in by name, so the
-verifier library never imports the server.
+verifier library never imports the server. Nested checks (a spec's components, a hybrid judge's rule pass, an
+appeal, consensus' vote weights) go through ``verify`` / ``verify_many`` here: the engine runs them under the same
+deadlines and failure mapping as any item, but reports only the top-level item to ``on_result``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from verifiers.types import VerifierUnavailable
+from verifiers.types import Verdict, VerifierUnavailable, VerifyItem
 
-if TYPE_CHECKING:  # pragma: no cover
-    from verifiers.engine import Engine
+NestedVerify = Callable[[VerifyItem], Awaitable[Verdict]]
+NestedVerifyMany = Callable[[Sequence[VerifyItem]], Awaitable[list[Verdict]]]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Context:
-    engine: Engine
-    resources: dict[str, Any] = field(default_factory=dict)
+    resources: Mapping[str, Any]
+    verify: NestedVerify  # one nested item; raises UnknownVerifier / ValidationError if it cannot be prepared
+    verify_many: NestedVerifyMany  # nested items, cheap ones inline, the rest concurrently, with the group pass
 
     def resource(self, name: str) -> Any:
         """A named backend (``sandbox``, ``judges``, ``models``, ``calibration``...); unavailable if not configured."""

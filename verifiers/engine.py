@@ -1,7 +1,16 @@
-"""Routes items to verifiers, enforces deadlines and turns every failure into a named verdict.
+"""Runs items through the verifier contract (``verifiers.base``): the engine owns deadlines, dispatch, metrics and
+the naming of failures, so a verifier only declares its options, prepares and checks.
 
-The engine is the one place where "what went wrong" is decided: a verifier exception is ``error``, a missing
-backend is ``unavailable``, an overrun is ``timeout``; none of them can surface as a score of 0.
+What an item meets, in order:
+
+1. **prepare**: look the verifier up, parse its options, run its prepare step (``validate``); these raise
+   (``UnknownVerifier``, ``ValidationError``, ...) so the caller can refuse the item before anything runs;
+2. **run**: inline, in a worker process, in a thread or on the event loop, under the item's deadline; whatever it
+   raises becomes one named verdict (``failure_verdict``): none of them can surface as a score of 0;
+3. **stages**: post-processing composed after the run (by default the calibration stage: appeals, noise correction);
+4. **group pass**: group-level verifiers see the items of their request together (``verify_many`` only);
+5. **report**: ``on_result`` once per top-level item. Nested checks (``Context.verify`` from inside a verifier or a
+   stage) go through 1-4 but are never reported: the item that asked for them is.
 """
 from __future__ import annotations
 
@@ -10,27 +19,34 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from verifiers.base import BaseOptions, Verifier
-from verifiers.calibration.apply import postprocess, wants_postprocess
+from verifiers.base import BaseOptions, Prepared, Verifier
+from verifiers.calibration.apply import CalibrationStage
 from verifiers.context import Context
+from verifiers.failures import failure_verdict
 from verifiers.group_level import finish_groups
 from verifiers.pool import WorkerPool
 from verifiers.registry import Registry
-from verifiers.types import InvalidReference, Verdict, VerifierUnavailable, VerifyItem
+from verifiers.types import Verdict, VerifyItem
 
-log = logging.getLogger("reward_service.engine")
+__all__ = ["Engine", "Prepared", "ResultHook", "Stage", "verify_sync"]
+
+log = logging.getLogger(__name__)
 
 ResultHook = Callable[[str, Verdict], None]
 
 
-@dataclass
-class Prepared:
-    item: VerifyItem
-    verifier: Verifier
-    options: BaseOptions
+class Stage(Protocol):
+    """Post-processing of a raw verdict, composed after the engine's run (``Engine(stages=...)``)."""
+
+    def applies(self, options: BaseOptions) -> bool: ...
+
+    async def run(self, ctx: Context, p: Prepared, raw: Verdict) -> Verdict: ...
+
+
+def default_stages() -> tuple[Stage, ...]:
+    return (CalibrationStage(),)
 
 
 class Engine:
@@ -43,6 +59,7 @@ class Engine:
         default_timeout_s: float = 10.0,
         max_timeout_s: float = 300.0,
         on_result: ResultHook | None = None,
+        stages: Sequence[Stage] | None = None,
     ) -> None:
         self.registry = registry
         self.pool = pool
@@ -50,7 +67,8 @@ class Engine:
         self.default_timeout_s = default_timeout_s
         self.max_timeout_s = max_timeout_s
         self.on_result = on_result
-        self.context = Context(engine=self, resources=self.resources)
+        self.stages: tuple[Stage, ...] = default_stages() if stages is None else tuple(stages)
+        self.context = Context(self.resources, self._nested, self._nested_many)
         self._warned_soft_deadline = False
 
     @staticmethod
@@ -72,35 +90,57 @@ class Engine:
         return min(float(wanted or self.default_timeout_s), self.max_timeout_s)
 
     async def verify(self, item: VerifyItem | Prepared) -> Verdict:
-        prepared = item if isinstance(item, Prepared) else self.prepare(item)
-        started = time.perf_counter()
-        verdict = await self._run(prepared)
-        verdict.elapsed_ms = (time.perf_counter() - started) * 1000.0
-        return await self._finish(prepared, verdict)
-
-    async def _finish(self, prepared: Prepared, verdict: Verdict) -> Verdict:
-        if wants_postprocess(prepared.options):  # appeal / noise correction (issue 9), on the raw verdict
-            started = time.perf_counter()
-            raw_elapsed = verdict.elapsed_ms
-            verdict = await postprocess(self, prepared, verdict)
-            verdict.elapsed_ms = raw_elapsed + (time.perf_counter() - started) * 1000.0
-        if self.on_result is not None and not prepared.verifier.group_level:  # those report after their group pass
-            self.on_result(prepared.verifier.name, verdict)
+        """One top-level item (no group pass: a group-level verifier scores it alone), reported to ``on_result``."""
+        prepared = self._prepared(item)
+        verdict = await self._evaluate(prepared)
+        self._report(prepared, verdict)
         return verdict
 
     async def verify_many(self, items: Sequence[VerifyItem | Prepared]) -> list[Verdict]:
-        prepared = [i if isinstance(i, Prepared) else self.prepare(i) for i in items]
+        """Top-level items of one request, each reported to ``on_result`` once its final verdict is known."""
+        prepared = [self._prepared(i) for i in items]
+        verdicts = await self._evaluate_many(prepared)
+        for p, verdict in zip(prepared, verdicts):
+            self._report(p, verdict)
+        return verdicts
+
+    def _prepared(self, item: VerifyItem | Prepared) -> Prepared:
+        return item if isinstance(item, Prepared) else self.prepare(item)
+
+    def _report(self, p: Prepared, verdict: Verdict) -> None:
+        if self.on_result is not None:
+            self.on_result(p.verifier.name, verdict)
+
+    async def _nested(self, item: VerifyItem) -> Verdict:
+        return await self._evaluate(self.prepare(item))
+
+    async def _nested_many(self, items: Sequence[VerifyItem]) -> list[Verdict]:
+        return await self._evaluate_many([self.prepare(i) for i in items])
+
+    async def _evaluate(self, p: Prepared) -> Verdict:
+        """Run, then the stages that apply; ``elapsed_ms`` counts both."""
+        started = time.perf_counter()
+        verdict = await self._run(p)
+        verdict.elapsed_ms = (time.perf_counter() - started) * 1000.0
+        for stage in self.stages:
+            if stage.applies(p.options):
+                raw_elapsed, started = verdict.elapsed_ms, time.perf_counter()
+                verdict = await stage.run(self.context, p, verdict)
+                verdict.elapsed_ms = raw_elapsed + (time.perf_counter() - started) * 1000.0
+        return verdict
+
+    async def _evaluate_many(self, prepared: Sequence[Prepared]) -> list[Verdict]:
         out: list[Verdict | None] = [None] * len(prepared)
         waiting: list[int] = []
         for i, p in enumerate(prepared):
             if self._runs_inline(p):
-                out[i] = await self.verify(p)  # completes without suspending: no task per item
+                out[i] = await self._evaluate(p)  # completes without suspending: no task per item
             else:
                 waiting.append(i)
         # Concurrent process-mode items are coalesced into chunks by the pool, so a plain gather batches them.
-        for i, verdict in zip(waiting, await asyncio.gather(*(self.verify(prepared[i]) for i in waiting))):
+        for i, verdict in zip(waiting, await asyncio.gather(*(self._evaluate(prepared[i]) for i in waiting))):
             out[i] = verdict
-        return await finish_groups(self, prepared, [v for v in out if v is not None])
+        return await finish_groups(self.context, prepared, [v for v in out if v is not None])
 
     def _runs_inline(self, p: Prepared) -> bool:
         """Cheap, linear-time checks on small inputs skip the process hop (see ``Verifier.inline_max_chars``)."""
@@ -111,7 +151,7 @@ class Engine:
             and len(p.item.response) <= limit
             and (not isinstance(p.item.reference, str) or len(p.item.reference) <= limit)
             and p.verifier.inline_ok(p.options)
-            and not wants_postprocess(p.options)
+            and not any(stage.applies(p.options) for stage in self.stages)
         )
 
     @staticmethod
@@ -120,34 +160,33 @@ class Engine:
 
     async def _run(self, p: Prepared) -> Verdict:
         timeout = self.timeout_for(p)
-        verifier = p.verifier
         try:
-            if verifier.execution == "process":
-                if self._runs_inline(p):
-                    return verifier.check(p.item.response, p.item.reference, p.options)
-                if self.pool is not None:
-                    return await self.pool.run(
-                        verifier.name, p.item.response, p.item.reference, self._wire_options(p), timeout
-                    )
-                # No pool: run in a thread; the deadline is then soft (the thread cannot be killed). Library code
-                # that needs hard deadlines uses Engine.local / verifiers.local.LocalVerifier.
-                coro = asyncio.to_thread(verifier.check, p.item.response, p.item.reference, p.options)
-            else:
-                coro = verifier.acheck(p.item.response, p.item.reference, p.options, self.context)
-            return await asyncio.wait_for(coro, timeout)
+            return await self._dispatch(p, deadline_s=timeout)
+        except Exception as exc:  # CancelledError is not an Exception: a cancelled request stays cancelled
+            return failure_verdict(exc, p.verifier.name, timeout)
+
+    async def _dispatch(self, p: Prepared, *, deadline_s: float) -> Verdict:
+        verifier: Verifier[Any] = p.verifier
+        if verifier.execution == "async":
+            return await asyncio.wait_for(verifier.acheck(p.item.response, p.item.reference, p.options,
+                                                          self.context), deadline_s)
+        if self._runs_inline(p):
+            return verifier.check(p.item.response, p.item.reference, p.options)
+        if self.pool is not None:
+            return await self.pool.run(verifier.name, p.item.response, p.item.reference, self._wire_options(p),
+                                       deadline_s)
+        # No pool: run in a thread; the deadline is then soft (the thread cannot be killed). Library code that needs
+        # hard deadlines uses Engine.local / verifiers.local.LocalVerifier.
+        try:
+            return await asyncio.wait_for(
+                asyncio.to_thread(verifier.check, p.item.response, p.item.reference, p.options), deadline_s)
         except TimeoutError:
-            if verifier.execution == "process" and not self._warned_soft_deadline:
+            if not self._warned_soft_deadline:
                 self._warned_soft_deadline = True
                 log.warning("a %s check overran its %gs deadline in a thread that cannot be stopped; use "
-                            "Engine.local() or verifiers.local.LocalVerifier for hard deadlines", verifier.name, timeout)
-            return Verdict.timeout(f"check exceeded its {timeout:g}s deadline")
-        except InvalidReference as exc:
-            return Verdict.invalid_reference(str(exc))
-        except VerifierUnavailable as exc:
-            return Verdict.unavailable(str(exc))
-        except Exception as exc:
-            log.exception("verifier %s failed", verifier.name)
-            return Verdict.error(f"verifier raised {type(exc).__name__}: {str(exc)[:300]}")
+                            "Engine.local() or verifiers.local.LocalVerifier for hard deadlines", verifier.name,
+                            deadline_s)
+            raise
 
 
 def verify_sync(item: VerifyItem, registry: Registry | None = None) -> Verdict:

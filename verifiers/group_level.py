@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
+from verifiers.base import Prepared
+from verifiers.context import Context
 from verifiers.types import Verdict
 
-if TYPE_CHECKING:  # pragma: no cover
-    from verifiers.engine import Engine, Prepared
 
-
-async def finish_groups(engine: Engine, prepared: Sequence[Prepared], verdicts: list[Verdict]) -> list[Verdict]:
+async def finish_groups(ctx: Context, prepared: Sequence[Prepared], verdicts: list[Verdict]) -> list[Verdict]:
     """``verdicts`` with those of group-level verifiers replaced by their request-level pass."""
     by_verifier: dict[str, list[int]] = {}
     for i, p in enumerate(prepared):
@@ -25,11 +23,9 @@ async def finish_groups(engine: Engine, prepared: Sequence[Prepared], verdicts: 
     for positions in by_verifier.values():
         verifier = prepared[positions[0]].verifier
         started = time.perf_counter()
-        final = await verifier.finish_group(engine, [prepared[i] for i in positions], [verdicts[i] for i in positions])
+        final = await verifier.finish_group(ctx, [prepared[i] for i in positions], [verdicts[i] for i in positions])
         spent_ms = (time.perf_counter() - started) * 1000.0
         for i, verdict in zip(positions, final):
             verdict.elapsed_ms = verdicts[i].elapsed_ms + spent_ms  # the item waited for its group's pass too
             verdicts[i] = verdict
-            if engine.on_result is not None:
-                engine.on_result(verifier.name, verdict)
     return verdicts

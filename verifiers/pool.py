@@ -23,7 +23,7 @@ from verifiers.fairqueue import FairQueue
 from verifiers.types import Verdict
 from verifiers.worker_config import WorkerConfig
 
-log = logging.getLogger("reward_service.pool")
+log = logging.getLogger(__name__)
 
 # CPU priority of a worker whose check was set aside: about 1.5% of a normal worker's share when the CPU is
 # contended (a runaway check barely slows others), full speed when it is not (a legitimately slow check still ends).

@@ -66,16 +66,16 @@ def _check_template(response: str, template: str) -> tuple[bool, str]:
     return True, "think/answer template followed"
 
 
-class FormatVerifier(Verifier):
+class FormatVerifier(Verifier[FormatOptions]):
     name = "format"
     description = "The response follows a required template (<think>…</think> then an answer) or a regex."
     Options = FormatOptions
     inline_max_chars = 20_000
 
-    def inline_ok(self, options: BaseOptions) -> bool:
-        return options.regex is None  # type: ignore[attr-defined]  # a caller's regex may backtrack: pool only
+    def inline_ok(self, options: FormatOptions) -> bool:
+        return options.regex is None  # a caller's regex may backtrack: pool only
 
-    def check(self, response: str, reference: Any, options: FormatOptions) -> Verdict:  # type: ignore[override]
+    def check(self, response: str, reference: Any, options: FormatOptions) -> Verdict:
         if options.regex is not None:
             ok = re.fullmatch(options.regex, response, re.DOTALL) is not None
             reason = "matches the format pattern" if ok else "does not match the format pattern"
@@ -160,21 +160,21 @@ def measure(response: str, unit: str, tokenizer: str | None) -> int:
     return len(_load_tokenizer(paths[tokenizer])(response, add_special_tokens=False)["input_ids"])
 
 
-class LengthVerifier(Verifier):
+class LengthVerifier(Verifier[LengthOptions]):
     name = "length"
     description = "Length penalty in [-1, 0]: DAPO soft overlong punishment, or a linear / cosine ramp."
     Options = LengthOptions
     binary = False
     inline_max_chars = 100_000
 
-    def inline_ok(self, options: BaseOptions) -> bool:
-        return options.unit != "tokens"  # type: ignore[attr-defined]  # tokenizers live in the workers
+    def inline_ok(self, options: LengthOptions) -> bool:
+        return options.unit != "tokens"  # tokenizers live in the workers
 
     def warm_up(self) -> None:
         for path in configured_tokenizers().values():
             _load_tokenizer(path)
 
-    def check(self, response: str, reference: Any, options: LengthOptions) -> Verdict:  # type: ignore[override]
+    def check(self, response: str, reference: Any, options: LengthOptions) -> Verdict:
         n = measure(response, options.unit, options.tokenizer)
         if options.mode == "dapo":
             score = dapo_overlong_penalty(n, options.max_length, options.cache_length)
@@ -195,12 +195,12 @@ class JsonSchemaOptions(BaseOptions):
     allow_fence: bool = Field(True, description="Accept the JSON inside a ```json fenced block.")
 
 
-class JsonSchemaVerifier(Verifier):
+class JsonSchemaVerifier(Verifier[JsonSchemaOptions]):
     name = "json_schema"
     description = "The response is valid JSON and (when a schema is given) valid against it."
     Options = JsonSchemaOptions
 
-    def check(self, response: str, reference: Any, options: JsonSchemaOptions) -> Verdict:  # type: ignore[override]
+    def check(self, response: str, reference: Any, options: JsonSchemaOptions) -> Verdict:
         schema = options.schema_ if options.schema_ is not None else reference
         if schema is not None:
             if not isinstance(schema, dict):
@@ -246,14 +246,14 @@ def repeated_fraction(tokens: list[str], n: int) -> tuple[float, int]:
     return 1.0 - len(counts) / len(grams), len(grams)
 
 
-class RepetitionVerifier(Verifier):
+class RepetitionVerifier(Verifier[RepetitionOptions]):
     name = "repetition"
     description = "N-gram repetition penalty in [-max_penalty, 0]: minus the share of n-grams that are repeats."
     Options = RepetitionOptions
     binary = False
     inline_max_chars = 20_000
 
-    def check(self, response: str, reference: Any, options: RepetitionOptions) -> Verdict:  # type: ignore[override]
+    def check(self, response: str, reference: Any, options: RepetitionOptions) -> Verdict:
         tokens = response.split() if options.unit == "words" else list(response)
         frac, total = repeated_fraction(tokens, options.n)
         if total < options.min_ngrams:
@@ -262,4 +262,4 @@ class RepetitionVerifier(Verifier):
                           repeated_fraction=frac, ngrams=total)
 
 
-VERIFIERS: list[Verifier] = [FormatVerifier(), LengthVerifier(), JsonSchemaVerifier(), RepetitionVerifier()]
+VERIFIERS: list[Verifier[Any]] = [FormatVerifier(), LengthVerifier(), JsonSchemaVerifier(), RepetitionVerifier()]

@@ -11,7 +11,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from verifiers.base import BaseOptions, Verifier
+from verifiers.base import Verifier, VerifierLookup
+from verifiers.context import Context
+from verifiers.options import BaseOptions
 from verifiers.types import Status, Verdict, VerifyItem
 
 
@@ -92,24 +94,24 @@ def combine(components: list[Component], verdicts: list[Verdict], normalize: boo
     return Verdict.ok(value, reason, components=table, gate=gate)
 
 
-def validate_components(spec: SpecOptions, registry: Any) -> None:
+def validate_components(spec: SpecOptions, registry: VerifierLookup) -> None:
     """Unknown component verifiers or bad component options are caught before anything runs."""
     for c in spec.components:
         verifier = registry.get(c.verifier)
         verifier.validate(verifier.parse_options(c.options), registry)
 
 
-async def run_spec(options: SpecOptions, response: str, reference: Any, ctx: Any) -> Verdict:
+async def run_spec(options: SpecOptions, response: str, reference: Any, ctx: Context) -> Verdict:
     items = [
         VerifyItem(verifier=c.verifier, response=response, reference=component_reference(reference, c),
                    options=c.options)
         for c in options.components
     ]
-    verdicts = await ctx.engine.verify_many(items)  # cheap components inline, the rest concurrently
+    verdicts = await ctx.verify_many(items)  # nested: cheap components inline, the rest concurrently
     return combine(options.components, verdicts, options.normalize)
 
 
-class SpecVerifier(Verifier):
+class SpecVerifier(Verifier[SpecOptions]):
     name = "spec"
     description = "Inline reward spec: options.components combine verifiers into one reward with a per-component vector."
     Options = SpecOptions
@@ -118,10 +120,10 @@ class SpecVerifier(Verifier):
     # Components enforce their own deadlines; the spec's own only bounds the whole (capped by the server maximum).
     default_timeout_s = 300.0
 
-    def validate(self, options: BaseOptions, registry: Any) -> None:
-        validate_components(options, registry)  # type: ignore[arg-type]
+    def validate(self, options: SpecOptions, lookup: VerifierLookup) -> None:
+        validate_components(options, lookup)
 
-    async def acheck(self, response: str, reference: Any, options: SpecOptions, ctx: Any) -> Verdict:  # type: ignore[override]
+    async def acheck(self, response: str, reference: Any, options: SpecOptions, ctx: Context) -> Verdict:
         return await run_spec(options, response, reference, ctx)
 
 
@@ -129,7 +131,7 @@ class NamedSpecOptions(BaseOptions):
     pass
 
 
-class NamedSpec(Verifier):
+class NamedSpec(Verifier[NamedSpecOptions]):
     """A spec named in settings, registered as ``spec:NAME`` so it works wherever a verifier name does."""
 
     Options = NamedSpecOptions
@@ -144,10 +146,10 @@ class NamedSpec(Verifier):
         )  # type: ignore[misc]
         self.spec = spec
 
-    def validate(self, options: BaseOptions, registry: Any) -> None:
-        validate_components(self.spec, registry)
+    def validate(self, options: NamedSpecOptions, lookup: VerifierLookup) -> None:
+        validate_components(self.spec, lookup)
 
-    async def acheck(self, response: str, reference: Any, options: BaseOptions, ctx: Any) -> Verdict:
+    async def acheck(self, response: str, reference: Any, options: NamedSpecOptions, ctx: Context) -> Verdict:
         return await run_spec(self.spec, response, reference, ctx)
 
     def describe(self) -> dict[str, Any]:
@@ -159,4 +161,4 @@ def named_specs(specs: dict[str, Any]) -> list[NamedSpec]:
             for name, body in specs.items()]
 
 
-VERIFIERS: list[Verifier] = [SpecVerifier()]
+VERIFIERS: list[Verifier[Any]] = [SpecVerifier()]

@@ -1,19 +1,25 @@
-"""POST /v1/prm/score: step scores of a process reward model, aggregated per item."""
+"""POST /v1/prm/score: step scores of a process reward model, aggregated per item.
+
+Each item runs as a ``prm`` verifier item through the engine, like every verifier: under its deadline, counted in
+the item metrics, with failures named (``timeout``, ``error``). A model that is loading or failed to load answers
+503 for the whole request, as before.
+"""
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from reward_service.admission import Overloaded
 from reward_service.auth import require_token
+from reward_service.deps import AdmissionDep, SettingsDep
 from reward_service.errors import ApiError
-from verifiers.reward_models.aggregate import Aggregation, aggregate, first_error, step_rewards
+from reward_service.runtime import Runtime
+from reward_service.settings import Settings
+from verifiers.reward_models.aggregate import Aggregation
 from verifiers.reward_models.hub import UnknownModel
-from verifiers.reward_models.steps import SplitRule, split_steps
-from verifiers.types import VerifierUnavailable
+from verifiers.reward_models.steps import SplitRule
+from verifiers.types import Status, Verdict, VerifyItem
 
 router = APIRouter(tags=["reward models"], dependencies=[Depends(require_token)])
 
@@ -50,7 +56,7 @@ class PrmResult(BaseModel):
     step_scores: list[float]
     score: float | None
     first_error: int | None
-    status: str = Field("ok", description="ok, no_answer (no steps in the response), or error (score null).")
+    status: str = Field("ok", description="ok, no_answer (no steps in the response), or error / timeout (score null).")
     reason: str = ""
     step_rewards: list[float] | None = Field(None, description="Per-step rewards of clip/delta (dense credit).")
 
@@ -61,8 +67,7 @@ class PrmResponse(BaseModel):
     results: list[PrmResult]
 
 
-def _check(services: Any, body: PrmRequest) -> None:
-    s = services.settings
+def _check(s: Settings, body: PrmRequest) -> None:
     if not body.items:
         raise ApiError(422, "items must hold at least one item", loc=["items"])
     if len(body.items) > s.max_batch_items:
@@ -75,11 +80,8 @@ def _check(services: Any, body: PrmRequest) -> None:
                            f"{s.max_response_chars}", loc=["items", i])
 
 
-def _hub(services: Any, name: str) -> Any:
-    retry = {"Retry-After": str(services.settings.retry_after_s)}
-    runtime = services.runtime
-    if runtime is None or services.admission.draining:
-        raise ApiError(503, "server is starting or shutting down", headers=retry)
+def _check_model(runtime: Runtime, name: str) -> None:
+    """422 unless ``name`` is a configured PRM (the ``prm`` verifier would answer ``unavailable`` per item)."""
     hub = runtime.resources.get("models")
     if hub is None:
         raise ApiError(422, f"unknown model {name!r}: no reward model is configured on this server", loc=["model"])
@@ -90,42 +92,34 @@ def _hub(services: Any, name: str) -> Any:
     if spec.kind != "prm":
         raise ApiError(422, f"model {name!r} is an outcome model; score it with verifier 'orm' on /v1/verify",
                        loc=["model"])
-    return hub
+
+
+def _verify_item(body: PrmRequest, item: PrmItem) -> VerifyItem:
+    """The ``prm`` verifier item for one request item: the prompt is its reference, given steps an option."""
+    options: dict[str, Any] = {"model": body.model, "aggregation": body.aggregation, "threshold": body.threshold,
+                               "split": body.split, "steps": item.steps}
+    return VerifyItem("prm", item.response or "", item.prompt, options, id=item.id)
+
+
+def _result(item: PrmItem, verdict: Verdict) -> PrmResult:
+    d = verdict.details
+    if verdict.status is Status.OK:
+        return PrmResult(id=item.id, step_scores=d["step_scores"], score=verdict.score, first_error=d["first_error"],
+                         step_rewards=d["step_rewards"])
+    return PrmResult(id=item.id, step_scores=[], score=verdict.score, first_error=None, status=verdict.status.value,
+                     reason=verdict.reason)
 
 
 @router.post("/v1/prm/score", response_model=PrmResponse)
-async def prm_score(body: PrmRequest, request: Request) -> PrmResponse:
-    services = request.app.state.services
-    _check(services, body)
-    hub = _hub(services, body.model)
-    rule = body.split or hub.spec(body.model).split
-    steps = [it.steps if it.steps is not None else split_steps(it.response or "", rule) for it in body.items]
-    todo = [i for i, s in enumerate(steps) if s]
-    retry = {"Retry-After": str(services.settings.retry_after_s)}
-    try:
-        with services.admission.admit(len(body.items)):
-            scored = await hub.score_steps(body.model, [(body.items[i].prompt, steps[i]) for i in todo])
-    except Overloaded as exc:
-        services.metrics.rejected.labels("saturated").inc()
-        raise ApiError(429, str(exc), headers=retry) from None
-    except VerifierUnavailable as exc:
-        raise ApiError(503, str(exc), headers=retry) from None
-    except asyncio.CancelledError:
-        raise
-    by_index = dict(zip(todo, scored))
-    results = []
-    for i, item in enumerate(body.items):
-        r = by_index.get(i)
-        if r is None:
-            results.append(PrmResult(id=item.id, step_scores=[], score=0.0, first_error=None, status="no_answer",
-                                     reason="the response holds no steps"))
-        elif isinstance(r, BaseException):
-            results.append(PrmResult(id=item.id, step_scores=[], score=None, first_error=None, status="error",
-                                     reason=f"{type(r).__name__}: {str(r)[:300]}"))
-        else:
-            results.append(PrmResult(
-                id=item.id, step_scores=r, score=aggregate(r, body.aggregation, body.threshold),
-                first_error=first_error(r, body.threshold),
-                step_rewards=step_rewards(r, body.aggregation, body.threshold),
-            ))
-    return PrmResponse(model=body.model, aggregation=body.aggregation, results=results)
+async def prm_score(body: PrmRequest, settings: SettingsDep, gate: AdmissionDep) -> PrmResponse:
+    _check(settings, body)
+    runtime = gate.ready()
+    _check_model(runtime, body.model)
+    prepared = [runtime.engine.prepare(_verify_item(body, item)) for item in body.items]
+    with gate.admit(len(prepared)):
+        verdicts = await runtime.engine.verify_many(prepared)
+    down = next((v for v in verdicts if v.status is Status.UNAVAILABLE), None)
+    if down is not None:  # the model is loading or failed to load: the whole request is refused, as it always was
+        raise ApiError(503, down.reason, headers=gate.retry_headers)
+    return PrmResponse(model=body.model, aggregation=body.aggregation,
+                       results=[_result(item, v) for item, v in zip(body.items, verdicts)])

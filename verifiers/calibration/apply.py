@@ -1,4 +1,7 @@
-"""The engine's post-processing step for ``options.appeal`` and ``options.correction`` on one raw verdict.
+"""The calibration stage: post-processing of one raw verdict for ``options.appeal`` and ``options.correction``.
+
+It runs after the engine's check (``Engine(stages=...)``, on by default), never inside it: the engine hands it the
+prepared item, the raw verdict and the verifier's ``Context`` (the appeal judge runs as a nested check).
 
 Order: the raw verdict is kept in ``details.raw``; an eligible negative is appealed (the judge's opinion feeds the
 online ρ1 estimate); then the correction is applied to the raw score. With ``correction: none`` an overturned
@@ -11,16 +14,16 @@ import asyncio
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from verifiers.base import Prepared
 from verifiers.calibration.correction import CorrectionUnavailable, NoiseRates, backward, forward_weight
 from verifiers.calibration.key import ConfigKey, config_key
 from verifiers.calibration.rates import AppealCounts, Rate
 from verifiers.calibration.store import CalibrationStore
+from verifiers.context import Context
+from verifiers.options import BaseOptions
 from verifiers.types import Status, Verdict, VerifyItem
-
-if TYPE_CHECKING:  # pragma: no cover
-    from verifiers.engine import Engine, Prepared
 
 RESOURCE = "calibration"
 
@@ -35,8 +38,8 @@ class CalibrationPolicy:
     min_appeals: int = 30  # appeals needed before the online ρ1 is used for a correction
 
 
-def wants_postprocess(options: Any) -> bool:
-    return getattr(options, "correction", "none") != "none" or getattr(options, "appeal", None) is not None
+def wants_postprocess(options: BaseOptions) -> bool:
+    return options.correction != "none" or options.appeal is not None
 
 
 def _is_positive(v: Verdict) -> bool:
@@ -57,9 +60,10 @@ def _sampled(item: VerifyItem, share: float) -> bool:
     return fraction < share
 
 
-async def _appeal(engine: Engine, p: Prepared, raw: Verdict, policy: CalibrationPolicy,
+async def _appeal(ctx: Context, p: Prepared, raw: Verdict, policy: CalibrationPolicy,
                   key: ConfigKey) -> dict[str, Any] | None:
-    appeal = p.options.appeal  # type: ignore[attr-defined]
+    appeal = p.options.appeal
+    assert appeal is not None
     judge = appeal.judge or policy.default_judge
     if not judge:
         raise CorrectionUnavailable("appeal requested but no judge is named (options.appeal.judge or the "
@@ -70,7 +74,7 @@ async def _appeal(engine: Engine, p: Prepared, raw: Verdict, policy: Calibration
     info: dict[str, Any] | None = None
     delta = AppealCounts(positives=int(_is_positive(raw)), negatives=int(eligible))
     if eligible and _sampled(p.item, appeal.share):
-        verdict = await engine.verify(VerifyItem(judge, p.item.response, p.item.reference, dict(appeal.options)))
+        verdict = await ctx.verify(VerifyItem(judge, p.item.response, p.item.reference, dict(appeal.options)))
         info = {"judge": judge, "judge_status": verdict.status.value, "judge_score": verdict.score,
                 "judge_reason": verdict.reason}
         if verdict.status.scored:
@@ -87,7 +91,7 @@ async def _appeal(engine: Engine, p: Prepared, raw: Verdict, policy: Calibration
 
 def _rates(p: Prepared, policy: CalibrationPolicy, key: ConfigKey) -> tuple[Rate | None, Rate, str]:
     """(ρ0, ρ1, where they came from) for this configuration, or CorrectionUnavailable."""
-    given = p.options.noise_rates  # type: ignore[attr-defined]
+    given = p.options.noise_rates
     if given is not None:
         rho0 = None if given.rho0 is None else Rate(0, 0, given.rho0, given.rho0, given.rho0)
         return rho0, Rate(0, 0, given.rho1, given.rho1, given.rho1), "request"
@@ -102,7 +106,7 @@ def _rates(p: Prepared, policy: CalibrationPolicy, key: ConfigKey) -> tuple[Rate
     online = cal.appeals.online_rho1(rho0.value or 0.0)
     labelled = cal.counts.rho1()
     enough_online = online.value is not None and cal.appeals.appealed >= policy.min_appeals
-    if enough_online and (p.options.appeal is not None or labelled.value is None):  # type: ignore[attr-defined]
+    if enough_online and (p.options.appeal is not None or labelled.value is None):
         rho1, source = online, "appeals"
     elif labelled.value is not None:
         rho1, source = labelled, "labelled"
@@ -114,8 +118,9 @@ def _rates(p: Prepared, policy: CalibrationPolicy, key: ConfigKey) -> tuple[Rate
     return (rho0 if rho0.value is not None else None), rho1, source
 
 
-def _correct(p: Prepared, raw: Verdict, policy: CalibrationPolicy, key: ConfigKey) -> tuple[float | None, dict]:
-    mode = p.options.correction  # type: ignore[attr-defined]
+def _correct(p: Prepared, raw: Verdict, policy: CalibrationPolicy,
+             key: ConfigKey) -> tuple[float | None, dict[str, Any]]:
+    mode = p.options.correction
     rho0, rho1, source = _rates(p, policy, key)
     assert rho1.value is not None
     info: dict[str, Any] = {"mode": mode, "rates_source": source, "rho1": rho1.to_dict(),
@@ -136,11 +141,12 @@ def _correct(p: Prepared, raw: Verdict, policy: CalibrationPolicy, key: ConfigKe
     info["applied"] = True
     assert raw.score is not None
     if mode == "backward":
-        return backward(raw.score, NoiseRates(rho0.value or 0.0, rho1.value)), info  # type: ignore[union-attr]
+        assert rho0 is not None  # checked above: backward without rho0 raised
+        return backward(raw.score, NoiseRates(rho0.value or 0.0, rho1.value)), info
     return forward_weight(raw.score, rho1.value), info
 
 
-async def postprocess(engine: Engine, p: Prepared, raw: Verdict) -> Verdict:
+async def postprocess(ctx: Context, p: Prepared, raw: Verdict) -> Verdict:
     """Apply appeal and correction to a raw verdict; a missing or unusable calibration is status ``error``."""
     if not raw.status.scored:
         return raw  # infrastructure trouble stays exactly what it was
@@ -149,20 +155,30 @@ async def postprocess(engine: Engine, p: Prepared, raw: Verdict) -> Verdict:
     if not p.verifier.binary:
         return Verdict.error(f"correction and appeal apply to binary verifiers only; {p.verifier.name!r} is not",
                              **details)
-    policy = engine.resources.get(RESOURCE) or CalibrationPolicy()
+    policy = ctx.resources.get(RESOURCE) or CalibrationPolicy()
     key = config_key(p.verifier, p.options)
     details["calibration_key"] = str(key)
     try:
-        appeal = await _appeal(engine, p, raw, policy, key) if p.options.appeal is not None else None  # type: ignore[attr-defined]
+        appeal = await _appeal(ctx, p, raw, policy, key) if p.options.appeal is not None else None
         if appeal is not None:
             details["appeal"] = appeal
-        if p.options.correction != "none":  # type: ignore[attr-defined]
+        if p.options.correction != "none":
             score, details["correction"] = _correct(p, raw, policy, key)
             if score is not None:
-                return Verdict.ok(score, f"{p.options.correction}-corrected: {raw.reason}", **details)  # type: ignore[attr-defined]
+                return Verdict.ok(score, f"{p.options.correction}-corrected: {raw.reason}", **details)
             return Verdict(raw.status, raw.score, raw.reason, details)
     except CorrectionUnavailable as exc:
         return Verdict.error(str(exc), **details)
     if appeal is not None and appeal.get("overturned"):
         return Verdict.ok(1.0, f"overturned on appeal by {appeal['judge']}: {appeal['judge_reason']}", **details)
     return Verdict(raw.status, raw.score, raw.reason, details)
+
+
+class CalibrationStage:
+    """The engine stage that applies ``postprocess`` to the items that ask for it."""
+
+    def applies(self, options: BaseOptions) -> bool:
+        return wants_postprocess(options)
+
+    async def run(self, ctx: Context, p: Prepared, raw: Verdict) -> Verdict:
+        return await postprocess(ctx, p, raw)

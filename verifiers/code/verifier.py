@@ -68,7 +68,7 @@ def _budget(plan: TestPlan, options: CodeOptions) -> list[float]:
     return [plan.timeout_s or options.test_timeout_s] * plan.count
 
 
-class Code(Verifier):
+class Code(Verifier[CodeOptions]):
     name = "code"
     version = "1"
     description = (
@@ -80,7 +80,7 @@ class Code(Verifier):
     binary = False
     default_timeout_s = 300.0  # a batch of hundreds queues for sandbox slots inside this deadline
 
-    async def acheck(self, response: str, reference: Any, options: CodeOptions, ctx: Context) -> Verdict:  # type: ignore[override]
+    async def acheck(self, response: str, reference: Any, options: CodeOptions, ctx: Context) -> Verdict:
         # The sandbox's slots go round-robin by request: one request's hundreds of cases cannot starve another's.
         token = run_source.set(run_source.get() or job_source.get() or None)
         try:
@@ -217,4 +217,4 @@ def _verdict(plan: TestPlan, outcomes: list[dict], extracted: str) -> Verdict:
     )
 
 
-VERIFIERS = [Code()]
+VERIFIERS: list[Verifier[Any]] = [Code()]

@@ -11,20 +11,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from verifiers.base import Verifier
+from verifiers.base import Prepared, Verifier, VerifierLookup
 from verifiers.consensus.clusters import Buckets, Tally, numeric_merges, symbolic_pairs, tally
 from verifiers.consensus.reading import SET, Unreadable, Vote, read_vote
+from verifiers.context import Context
 from verifiers.math.verifier import MathOptions, MathVerifier
 from verifiers.registry import UnknownVerifier
 from verifiers.types import Status, Verdict, VerifyItem
-
-if TYPE_CHECKING:  # pragma: no cover
-    from verifiers.engine import Engine, Prepared
-    from verifiers.registry import Registry
 
 
 class WeightBy(BaseModel):
@@ -90,7 +87,7 @@ def _boxed(text: str) -> str:
     return f"\\boxed{{{text}}}"
 
 
-class ConsensusVerifier(Verifier):
+class ConsensusVerifier(Verifier[ConsensusOptions]):
     name = "consensus"
     version = "1"
     description = (
@@ -103,13 +100,13 @@ class ConsensusVerifier(Verifier):
     group_level = True
     _math = MathVerifier()
 
-    def validate(self, options: ConsensusOptions, registry: Registry) -> None:  # type: ignore[override]
+    def validate(self, options: ConsensusOptions, lookup: VerifierLookup) -> None:
         wb = options.weight_by
         if wb is not None:
-            weigher = registry.get(wb.verifier)  # UnknownVerifier: a 422 naming it
-            weigher.validate(weigher.parse_options(wb.options), registry)
+            weigher = lookup.get(wb.verifier)  # UnknownVerifier: a 422 naming it
+            weigher.validate(weigher.parse_options(wb.options), lookup)
 
-    def check(self, response: str, reference: Any, options: ConsensusOptions) -> Verdict:  # type: ignore[override]
+    def check(self, response: str, reference: Any, options: ConsensusOptions) -> Verdict:
         vote = read_vote(response, tail_chars=options.tail_chars, last_number=options.last_number_fallback,
                          choice_letters=options.choice_letters, rel_tol=options.rel_tol)
         if reference is not None:  # semi-supervised: a labelled item is scored against its label, and still votes
@@ -126,15 +123,16 @@ class ConsensusVerifier(Verifier):
         verdict.details["vote"] = vote.to_dict() if isinstance(vote, Vote) else None
         return verdict
 
-    async def finish_group(self, engine: Engine, items: list[Prepared], verdicts: list[Verdict]) -> list[Verdict]:
+    async def finish_group(self, ctx: Context, items: list[Prepared], verdicts: list[Verdict]) -> list[Verdict]:
         groups = self._groups(items, verdicts)
-        await self._weigh(engine, items, groups)
+        await self._weigh(ctx, items, groups)
         for g in groups:
             if g.failure is None:
                 g.buckets = Buckets.of(g.votes, g.weights)
-                g.equal = numeric_merges(g.buckets, items[g.positions[0]].options.rel_tol)  # type: ignore[attr-defined]
-                g.pairs = symbolic_pairs(g.buckets, items[g.positions[0]].options.max_pairs)  # type: ignore[attr-defined]
-        await self._symbolic(engine, items, groups)
+                opts = _options(items[g.positions[0]])
+                g.equal = numeric_merges(g.buckets, opts.rel_tol)
+                g.pairs = symbolic_pairs(g.buckets, opts.max_pairs)
+        await self._symbolic(ctx, items, groups)
         out = list(verdicts)
         for g in groups:
             for pos, verdict in zip(g.positions, self._decide(g, items, verdicts)):
@@ -149,7 +147,7 @@ class ConsensusVerifier(Verifier):
             by_id.setdefault(key, _Group([])).positions.append(pos)
         groups = list(by_id.values())
         for g in groups:
-            signatures = {_signature(items[pos].options) for pos in g.positions}  # type: ignore[arg-type]
+            signatures = {_signature(_options(items[pos])) for pos in g.positions}
             if len(signatures) > 1:
                 g.failure = Verdict.error(
                     f"the items of group {items[g.positions[0]].item.group!r} disagree on "
@@ -164,7 +162,7 @@ class ConsensusVerifier(Verifier):
         return groups
 
     @staticmethod
-    async def _weigh(engine: Engine, items: list[Prepared], groups: list[_Group]) -> None:
+    async def _weigh(ctx: Context, items: list[Prepared], groups: list[_Group]) -> None:
         """Vote weights: the item's ``weight`` times the ``weight_by`` verifier's score (all items in one batch).
         A weight that cannot be had (model down, timeout) leaves the whole group unscored with that status."""
         jobs: list[tuple[_Group, int, VerifyItem]] = []
@@ -172,7 +170,7 @@ class ConsensusVerifier(Verifier):
             if g.failure is not None:
                 continue
             for k, pos in enumerate(g.voters):
-                opts: ConsensusOptions = items[pos].options  # type: ignore[assignment]
+                opts = _options(items[pos])
                 if opts.weight is not None:
                     g.weights[k] = opts.weight
                 if opts.weight_by is not None:
@@ -180,7 +178,7 @@ class ConsensusVerifier(Verifier):
                     jobs.append((g, k, VerifyItem(wb.verifier, items[pos].item.response, wb.reference, wb.options)))
         if not jobs:
             return
-        scored = await engine.verify_many([item for _, _, item in jobs])
+        scored = await ctx.verify_many([item for _, _, item in jobs])  # nested checks: only the consensus items are reported
         for (g, k, _), verdict in zip(jobs, scored):
             if g.failure is not None:
                 continue
@@ -191,14 +189,14 @@ class ConsensusVerifier(Verifier):
                 g.weights[k] *= max(0.0, verdict.score)
 
     @staticmethod
-    async def _symbolic(engine: Engine, items: list[Prepared], groups: list[_Group]) -> None:
+    async def _symbolic(ctx: Context, items: list[Prepared], groups: list[_Group]) -> None:
         """Every group's pending representative pairs through the ``math`` verifier, as one batch."""
         jobs: list[tuple[_Group, tuple[int, int], VerifyItem]] = []
         for g in groups:
             if g.buckets is None:
                 continue
-            opts: ConsensusOptions = items[g.positions[0]].options  # type: ignore[assignment]
-            wire = {"rel_tol": opts.rel_tol, "last_number_fallback": False}
+            opts = _options(items[g.positions[0]])
+            wire: dict[str, Any] = {"rel_tol": opts.rel_tol, "last_number_fallback": False}
             if opts.timeout_s is not None:
                 wire["timeout_s"] = opts.timeout_s
             for a, b in g.pairs:
@@ -207,7 +205,7 @@ class ConsensusVerifier(Verifier):
         if not jobs:
             return
         try:
-            verdicts = await engine.verify_many([item for _, _, item in jobs])
+            verdicts = await ctx.verify_many([item for _, _, item in jobs])
         except UnknownVerifier:  # a registry without ``math``: buckets stay apart (abstains more, never misleads)
             return
         for (g, pair, _), verdict in zip(jobs, verdicts):
@@ -220,9 +218,9 @@ class ConsensusVerifier(Verifier):
                                 {"reward_source": _source(items[pos])}) for pos in g.positions]
         assert g.buckets is not None
         t = tally(g.buckets, g.equal)
-        opts: ConsensusOptions = items[g.positions[0]].options  # type: ignore[assignment]
+        opts = _options(items[g.positions[0]])
         summary = _summary(t, len(g.positions), weighted=any(
-            items[p].options.weight is not None or items[p].options.weight_by is not None  # type: ignore[attr-defined]
+            _options(items[p]).weight is not None or _options(items[p]).weight_by is not None
             for p in g.positions))
         if len(g.votes) < opts.min_size:
             outcome = Verdict(Status.GROUP_TOO_SMALL, None,
@@ -271,6 +269,11 @@ class ConsensusVerifier(Verifier):
         return Verdict(base.status, base.score, base.reason, details, per_item.elapsed_ms)
 
 
+def _options(p: Prepared) -> ConsensusOptions:
+    """A consensus item's options (the engine parsed them with ``ConsensusVerifier.Options``)."""
+    return cast(ConsensusOptions, p.options)
+
+
 def _labelled(p: Prepared) -> bool:
     return p.item.reference is not None
 
@@ -298,4 +301,4 @@ def _summary(t: Tally, group_size: int, *, weighted: bool) -> dict[str, Any]:
     }
 
 
-VERIFIERS: list[Verifier] = [ConsensusVerifier()]
+VERIFIERS: list[Verifier[Any]] = [ConsensusVerifier()]

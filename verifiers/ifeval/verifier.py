@@ -44,7 +44,7 @@ def follow_list(response: str, bound: list[Bound], mode: str) -> list[bool]:
     return [any(b.followed(v) for v in variants) for b in bound]
 
 
-class IfEval(Verifier):
+class IfEval(Verifier[IfEvalOptions]):
     name = "ifeval"
     version = "1"
     description = (
@@ -58,7 +58,7 @@ class IfEval(Verifier):
     def warm_up(self) -> None:
         load_language_profiles()
 
-    def check(self, response: str, reference: Any, options: IfEvalOptions) -> Verdict:  # type: ignore[override]
+    def check(self, response: str, reference: Any, options: IfEvalOptions) -> Verdict:
         bound = parse_reference(reference)
         followed = follow_list(response, bound, options.mode)
         details = {
@@ -72,4 +72,4 @@ class IfEval(Verifier):
         return Verdict.ok(n / len(bound), f"{n} of {len(bound)} instructions followed", **details)
 
 
-VERIFIERS: list[Verifier] = [IfEval()]
+VERIFIERS: list[Verifier[Any]] = [IfEval()]

@@ -18,7 +18,7 @@ import httpx
 
 from verifiers.types import VerifierUnavailable
 
-log = logging.getLogger("verifiers.judges")
+log = logging.getLogger(__name__)
 
 Messages = list[dict[str, str]]
 

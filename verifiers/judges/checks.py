@@ -86,7 +86,7 @@ def yes_vote(values: list[bool]) -> tuple[bool, float]:
     return yes * 2 > len(values), max(yes, len(values) - yes) / len(values)
 
 
-class JudgeVerifier(Verifier):
+class JudgeVerifier(Verifier[JudgeOptions]):
     execution = "async"
     default_timeout_s: ClassVar[float] = 120.0
     Options = JudgeOptions
@@ -95,8 +95,7 @@ class JudgeVerifier(Verifier):
         return check_response(response, max_chars=options.max_response_chars, injection=options.injection,
                               check_hedging=options.check_hedging, **kw)
 
-    async def acheck(self, response: str, reference: Any, options: BaseOptions, ctx: Context) -> Verdict:
-        assert isinstance(options, JudgeOptions)
+    async def acheck(self, response: str, reference: Any, options: JudgeOptions, ctx: Context) -> Verdict:
         try:
             return await self.judge(response, reference, options, ctx)
         except (JudgeError, JudgeParseError) as exc:
@@ -172,7 +171,7 @@ class JudgeReference(JudgeVerifier):
             return refusal(guarded)
         if options.hybrid:
             try:
-                rule = await ctx.engine.verify(
+                rule = await ctx.verify(
                     VerifyItem(options.hybrid, response, answer, dict(options.hybrid_options)))
             except (UnknownVerifier, ValidationError) as exc:
                 return Verdict.error(f"hybrid rule verifier {options.hybrid!r} cannot run: {str(exc)[:300]}")
@@ -382,4 +381,4 @@ class Pairwise(JudgeVerifier):
         return Verdict.ok(score, f"preferred: {winner}", **details)
 
 
-VERIFIERS: list[Verifier] = [JudgeReference(), Rubric(), Checklist(), Pairwise()]
+VERIFIERS: list[Verifier[Any]] = [JudgeReference(), Rubric(), Checklist(), Pairwise()]

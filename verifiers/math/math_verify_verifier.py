@@ -61,7 +61,7 @@ def _string_form(parsed: list[Any] | tuple[Any, ...]) -> str:
     return str(parsed[1] if len(parsed) > 1 else parsed[0])[:_DETAIL_CHARS]
 
 
-class MathVerifyVerifier(Verifier):
+class MathVerifyVerifier(Verifier[MathVerifyOptions]):
     name = "math_verify"
     version = "1"
     description = (
@@ -73,7 +73,7 @@ class MathVerifyVerifier(Verifier):
     def warm_up(self) -> None:
         parse_gold("1")  # imports math_verify and latex2sympy once per worker, before the first deadline runs
 
-    def check(self, response: str, reference: Any, options: MathVerifyOptions) -> Verdict:  # type: ignore[override]
+    def check(self, response: str, reference: Any, options: MathVerifyOptions) -> Verdict:
         from math_verify import parse, verify
 
         golds = [parse_gold(t) for t in reference_texts(reference)]
@@ -92,4 +92,4 @@ class MathVerifyVerifier(Verifier):
                           "not equivalent to the reference", **details)
 
 
-VERIFIERS: list[Verifier] = [MathVerifyVerifier()]
+VERIFIERS: list[Verifier[Any]] = [MathVerifyVerifier()]

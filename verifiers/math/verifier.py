@@ -296,7 +296,7 @@ def _statement_value(gold: Gold, body: str, rel_tol: float) -> Decision | None:
     return None
 
 
-class MathVerifier(Verifier):
+class MathVerifier(Verifier[MathOptions]):
     name = "math"
     version = "1"
     description = (
@@ -305,7 +305,7 @@ class MathVerifier(Verifier):
     )
     Options = MathOptions
 
-    def check(self, response: str, reference: Any, options: MathOptions) -> Verdict:  # type: ignore[override]
+    def check(self, response: str, reference: Any, options: MathOptions) -> Verdict:
         golds = [g for t in reference_texts(reference) for g in _spellings(parse_gold(t), options.rel_tol)]
         text, truncated = clip_tail(response or "", options.tail_chars)
         details: dict[str, Any] = {"truncated_to_tail": options.tail_chars} if truncated else {}
@@ -356,4 +356,4 @@ class MathVerifier(Verifier):
         return Verdict.ok(0.0, reason, method=last.method, **details)
 
 
-VERIFIERS: list[Verifier] = [MathVerifier()]
+VERIFIERS: list[Verifier[Any]] = [MathVerifier()]

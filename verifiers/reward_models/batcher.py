@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from verifiers.reward_models.formats import Encoded
 
-log = logging.getLogger("reward_service.reward_models")
+log = logging.getLogger(__name__)
 
 Runner = Callable[[Sequence[Encoded]], list[list[float]]]
 

@@ -17,7 +17,7 @@ from verifiers.reward_models.formats import Encoded
 from verifiers.reward_models.spec import ModelSpec
 from verifiers.types import VerifierUnavailable
 
-log = logging.getLogger("reward_service.reward_models")
+log = logging.getLogger(__name__)
 
 
 class UnknownModel(KeyError):

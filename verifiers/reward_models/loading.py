@@ -17,7 +17,7 @@ from typing import Any
 from verifiers.reward_models.formats import Encoded, Encoder, resolve_token_id
 from verifiers.reward_models.spec import ModelSpec
 
-log = logging.getLogger("reward_service.reward_models")
+log = logging.getLogger(__name__)
 
 
 def pick_device(wanted: str) -> str:

@@ -6,7 +6,7 @@ verifier is binary.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import Field
 
@@ -49,7 +49,10 @@ def _failed(exc: BaseException) -> Verdict:
     return Verdict.error(f"reward model failed: {type(exc).__name__}: {str(exc)[:300]}")
 
 
-class _ModelVerifier(Verifier):
+OptionsT = TypeVar("OptionsT", bound=BaseOptions)
+
+
+class _ModelVerifier(Verifier[OptionsT]):
     """Shared traits: awaited on the event loop (the batcher does the work), continuous scores, and a deadline
     that leaves room for queueing behind other callers' batches."""
 
@@ -65,16 +68,19 @@ class PrmOptions(BaseOptions):
     threshold: float = Field(0.5, description="A step below it is an error (first_error; clip's eta).")
     split: SplitRule | None = Field(None, description="Step split rule (default: the model's).")
     prompt: str | None = Field(None, description="The problem; overrides the reference.")
+    steps: list[str] | None = Field(
+        None, min_length=1,
+        description="The steps, already split (/v1/prm/score's 'steps'); the response is then not read.")
 
 
-class PrmVerifier(_ModelVerifier):
+class PrmVerifier(_ModelVerifier[PrmOptions]):
     name = "prm"
     description = "Process reward model: scores each reasoning step, aggregates them (min/prod/mean/last/...)."
     Options = PrmOptions
 
-    async def acheck(self, response: str, reference: Any, options: PrmOptions, ctx: Context) -> Verdict:  # type: ignore[override]
+    async def acheck(self, response: str, reference: Any, options: PrmOptions, ctx: Context) -> Verdict:
         hub, model = _hub_and_model(ctx, options.model, "prm")
-        steps = split_steps(response, options.split or hub.spec(model).split)
+        steps = options.steps or split_steps(response, options.split or hub.spec(model).split)
         if not steps:
             return Verdict.no_answer("the response holds no steps", model=model)
         [result] = await hub.score_steps(model, [(prompt_of(reference, options.prompt), steps)])
@@ -93,12 +99,12 @@ class OrmOptions(BaseOptions):
     prompt: str | None = Field(None, description="The prompt; overrides the reference.")
 
 
-class OrmVerifier(_ModelVerifier):
+class OrmVerifier(_ModelVerifier[OrmOptions]):
     name = "orm"
     description = "Outcome reward model: one scalar for the whole response (sequence classification)."
     Options = OrmOptions
 
-    async def acheck(self, response: str, reference: Any, options: OrmOptions, ctx: Context) -> Verdict:  # type: ignore[override]
+    async def acheck(self, response: str, reference: Any, options: OrmOptions, ctx: Context) -> Verdict:
         hub, model = _hub_and_model(ctx, options.model, "orm")
         if not response.strip():
             return Verdict.no_answer("empty response", model=model)
@@ -108,4 +114,4 @@ class OrmVerifier(_ModelVerifier):
         return Verdict.ok(result, "outcome reward model score", model=model)
 
 
-VERIFIERS: list[Verifier] = [PrmVerifier(), OrmVerifier()]
+VERIFIERS: list[Verifier[Any]] = [PrmVerifier(), OrmVerifier()]
