@@ -499,7 +499,7 @@ class BwrapBackend:
 
     # --- one run ----------------------------------------------------------------------------------------------
 
-    def _job(self, request: RunRequest, lang: ResolvedLanguage, limits: Limits) -> dict[str, object]:
+    def _job(self, request: RunRequest, lang: ResolvedLanguage, limits: Limits, stdin: bytes) -> dict[str, object]:
         c = self.config
         spec = lang.spec
         src = spec.file_for(request.code)
@@ -512,7 +512,7 @@ class BwrapBackend:
         return {
             "files": {**request.files, src: request.code},
             "source_file": src,
-            "stdin": request.stdin,
+            "stdin_bytes": len(stdin),
             "args": list(request.args),
             "env": {**self._env, **dict(spec.env)},
             "limits": lim,
@@ -542,9 +542,10 @@ class BwrapBackend:
         if problem:  # the HTTP edge answers these with a 422; a library caller gets the same words
             return RunResult(RunStatus.SANDBOX_ERROR, reason=f"invalid request: {problem}")
         limits = clamp(request.limits, self.config.caps)
-        job = self._job(request, lang, limits)
+        stdin = request.stdin.encode()
+        job = self._job(request, lang, limits, stdin)
         data = marshal.dumps(job)  # the supervisor is this interpreter: its format, and no imports to read it
-        payload = len(data).to_bytes(8, "little") + data
+        payload = len(data).to_bytes(8, "little") + data + stdin  # stdin raw, behind the job: see _stdin_memfd
         marks: dict[str, float] = {"admitted": time.perf_counter()}
         async with self._slots.hold(run_source.get() or object()):
             self.stats["runs"] += 1

@@ -168,13 +168,6 @@ def _confine_child(job, limits):
     _install_seccomp(bytes.fromhex(job.get("seccomp", "")))
 
 
-def _memfd(data, name):
-    fd = os.memfd_create(name, 0)
-    os.write(fd, data)
-    os.lseek(fd, 0, os.SEEK_SET)
-    return fd
-
-
 def _write_files(files):
     for rel, content in files.items():
         path = os.path.join(WORK, rel)
@@ -321,20 +314,47 @@ def _report(report):
     os.write(RESULT_FD, _json(report).encode("utf-8", "replace") + b"\n")
 
 
-def _read_job(fd):
-    """The host's job: an 8-byte length, then ``marshal`` data (this very interpreter's format, from the trusted
-    host; marshal is built in, so reading it costs no imports)."""
+def _read_exact(fd, size):
+    """Exactly ``size`` bytes: the job's stdin follows in the same pipe and must stay there for ``_stdin_memfd``."""
     data = bytearray()
-    size = None
-    while size is None or len(data) < size:
-        if size is None and len(data) >= 8:
-            size, data = int.from_bytes(data[:8], "little"), data[8:]
-            continue
-        chunk = os.read(fd, 1 << 16 if size is None else min(1 << 20, size - len(data)))
+    while len(data) < size:
+        chunk = os.read(fd, min(1 << 20, size - len(data)))
         if not chunk:
             raise SetupError("the host closed the job pipe before the whole job arrived")
         data += chunk
-    return marshal.loads(bytes(data))
+    return bytes(data)
+
+
+def _read_job(fd):
+    """The host's job: an 8-byte length, then ``marshal`` data (this very interpreter's format, from the trusted
+    host; marshal is built in, so reading it costs no imports). The program's stdin follows it raw."""
+    size = int.from_bytes(_read_exact(fd, 8), "little")
+    return marshal.loads(_read_exact(fd, size))
+
+
+def _stdin_memfd(fd, size):
+    """Move the program's stdin from the job pipe into a memfd in the kernel (splice): it never passes through this
+    interpreter's memory, so no process forked from here later (an inline Python program, and whatever that forks
+    before reading its stdin, like the code verifier's judge) holds a stale copy of it."""
+    memfd = os.memfd_create("stdin", 0)
+    left = size
+    try:
+        while left > 0:
+            moved = os.splice(fd, memfd, left)
+            if moved == 0:
+                raise SetupError("the host closed the job pipe before the program's stdin arrived")
+            left -= moved
+    except OSError:  # no splice from this pipe: copy through one buffer, wiped afterwards
+        buf = bytearray(min(left, 1 << 16))
+        while left > 0:
+            n = os.readv(fd, [memoryview(buf)[:min(left, len(buf))]])
+            if n == 0:
+                raise SetupError("the host closed the job pipe before the program's stdin arrived") from None
+            os.write(memfd, memoryview(buf)[:n])
+            left -= n
+        buf[:] = bytes(len(buf))
+    os.lseek(memfd, 0, os.SEEK_SET)
+    return memfd
 
 
 def _setup(job):
@@ -345,7 +365,7 @@ def _setup(job):
         _write_files(job["files"])
     except OSError as exc:
         raise SetupError(f"cannot write the run's files: {exc.strerror or exc}") from None
-    return _memfd(job["stdin"].encode(), "stdin")
+    return _stdin_memfd(0, job["stdin_bytes"])
 
 
 def main():
@@ -398,5 +418,5 @@ def main():
 if __name__ == "__main__":
     _child_job = main()
     if _child_job is not None:
-        del _child_job["files"], _child_job["stdin"]
+        del _child_job["files"]
         _run_python_here(_child_job)

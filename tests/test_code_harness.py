@@ -263,9 +263,39 @@ def test_the_tests_cannot_be_read_by_the_candidate(runner: CodeRunner) -> None:
         "        if isinstance(o, str) and MARK in o and o != MARK: return o\n"
         "    return 'not found'\n"
     )
+    assert_hidden_value_not_found(runner, program)
+
+
+def assert_hidden_value_not_found(runner: CodeRunner, program: str) -> None:
     v = runner.verify(program, HIDDEN)
     assert v.score == 0.0, v.details["tests"]
-    assert "not found" in v.details["tests"][0]["message"]  # it really ran and really found nothing
+    assert "not found" in v.details["tests"][0]["message"], v.details["tests"]  # it really ran and found nothing
+
+
+def test_the_candidates_own_memory_holds_no_copy_of_the_tests(runner: CodeRunner) -> None:
+    """The first candidate is forked from the judge, not exec'ed: the fork happens before the judge reads its stdin,
+    and the sandbox moves stdin into a memfd without it passing through the interpreter, so no freed buffer of the
+    job lingers in the copied memory. Scan every readable byte of our own process for the secret."""
+    program = (
+        "import os, re\n"
+        f"MARK = {SECRET[:8][::-1]!r}[::-1].encode()  # the secret starts with MARK and goes on with '-'\n"
+        "def oracle():\n"
+        "    import ctypes\n"
+        "    ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # dumpable again (inherited off), so /proc/self/mem opens\n"
+        "    hits, fd = 0, os.open('/proc/self/mem', os.O_RDONLY)\n"
+        "    for region in open('/proc/self/maps'):\n"
+        "        lo, hi = (int(x, 16) for x in region.split()[0].split('-'))\n"
+        "        try:\n"
+        "            data = os.pread(fd, hi - lo, lo)\n"
+        "        except (OSError, OverflowError):  # [vvar], [vsyscall], regions without 'r'\n"
+        "            data = b''\n"
+        "        for m in re.finditer(re.escape(MARK) + b'(.)', data, re.S):\n"
+        "            if m.group(1) == b'-':\n"
+        "                return data[m.start():m.start() + 30].decode('latin-1')\n"
+        "            hits += 1\n"
+        "    return f'not found ({hits} copies of the prefix we built ourselves)'\n"
+    )
+    assert_hidden_value_not_found(runner, program)
 
 
 KILL_ATTACKS = {

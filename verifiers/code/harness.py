@@ -7,30 +7,75 @@ never share one with it:
 - the *judge* (this file run as ``__main__``) reads the job from stdin (tests, a per-run nonce) before any
   candidate code exists, makes itself non-dumpable (no ptrace, no ``/proc/<pid>/mem`` or ``fd`` for same-uid
   processes), and executes the test code itself;
-- the *candidate* runs in a child started with ``exec`` (a fresh memory image: no copy of the tests or the nonce),
-  stdout/stderr to /dev/null, and only answers requests over a pipe: "call f with these arguments", "get this
-  attribute". Values crossing back are decoded by the judge into plain builtins (numbers, strings, containers) or
-  opaque handles, so no candidate object ever runs code inside the judge, and equality is Python's own on data;
+- the *candidate* runs in a child that never saw the tests or the nonce: the first one is forked before the judge
+  reads its stdin (the sandbox hands stdin over without it ever passing through the interpreter's memory, see
+  sandbox/launcher.py, so the fork copies nothing secret and skips interpreter start-up); a restart after a
+  timeout or crash is started with ``exec`` (a fresh memory image). Its stdin/stdout/stderr are /dev/null, and it
+  only answers requests over a pipe: "call f with these arguments", "get this attribute". Values crossing back are
+  decoded by the judge into plain builtins (numbers, strings, containers) or opaque handles, so no candidate
+  object ever runs code inside the judge, and equality is Python's own on data;
 - the judge writes one line per finished test, prefixed by the nonce, on a private dup of the real stdout. The host
   counts only nonce lines and treats every test without one as not passed.
 
 Killing the judge, exiting early, hanging or crashing therefore only ever removes results; it cannot add any.
 """
-import base64
+import binascii
 import builtins
-import json
 import math
 import os
 import select
 import signal
 import struct
-import subprocess
 import sys
 import time
 
 MAX_MESSAGE = 16 << 20
 MAX_DEPTH = 200
 MESSAGE_CHARS = 300
+
+
+def _json_codec():
+    """(dumps, loads) on the C accelerator ``_json`` alone: ``import json`` pulls in ``re`` and ``enum``, which cost
+    more than everything else the judge imports, in every run. Same parser and output as ``json`` (compact form)."""
+    try:
+        import _json
+    except ImportError:  # an interpreter without the accelerator
+        import json
+
+        return (lambda obj: json.dumps(obj, separators=(",", ":"))), json.loads
+
+    class _Context:  # the attributes _json's scanner reads from a json.JSONDecoder
+        strict = True
+        object_hook = None
+        object_pairs_hook = None
+        parse_float = float
+        parse_int = int
+        parse_constant = staticmethod({"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}.__getitem__)
+
+    def refuse(obj):
+        raise TypeError(f"{type(obj).__name__} is not JSON serializable")
+
+    encode = _json.make_encoder({}, refuse, _json.encode_basestring_ascii, None, ":", ",", False, False, True)
+    scan = _json.make_scanner(_Context())
+
+    def dumps(obj):
+        return "".join(encode(obj, 0))
+
+    def loads(text):
+        if isinstance(text, (bytes, bytearray)):
+            text = text.decode("utf-8")
+        try:
+            value, end = scan(text, 0)
+        except Exception:  # StopIteration, JSONDecodeError, RecursionError: all mean malformed
+            raise ValueError("malformed JSON") from None
+        if end != len(text):
+            raise ValueError("trailing data after JSON")
+        return value
+
+    return dumps, loads
+
+
+json_dumps, json_loads = _json_codec()
 
 # ----------------------------------------------------------------------------------------------- wire format
 # JSON with tags, so tuples, sets, dict keys of any plain type, bytes, complex and non-finite floats survive, and
@@ -57,7 +102,7 @@ def to_wire(value, keep=None, depth=0):
     if t is set or t is frozenset:
         return {"$s" if t is set else "$fs": [to_wire(v, keep, depth + 1) for v in value]}
     if t is bytes:
-        return {"$b": base64.b64encode(value).decode()}
+        return {"$b": binascii.b2a_base64(value, newline=False).decode()}
     if t is complex:
         return {"$c": [to_wire(value.real), to_wire(value.imag)]}
     if isinstance(value, RemoteRef):
@@ -112,7 +157,7 @@ def from_wire(data, resolve, depth=0):
     if tag == "$fs":
         return frozenset(from_wire(v, resolve, depth + 1) for v in body)
     if tag == "$b":
-        return base64.b64decode(body)
+        return binascii.a2b_base64(body)
     if tag == "$c":
         return complex(float(body[0]), float(body[1]))
     if tag == "$r":
@@ -126,7 +171,7 @@ def from_wire(data, resolve, depth=0):
 
 
 def send(fd, obj):
-    data = json.dumps(obj, separators=(",", ":")).encode()
+    data = json_dumps(obj).encode()
     data = struct.pack(">I", len(data)) + data
     while data:
         data = data[os.write(fd, data):]
@@ -150,7 +195,7 @@ def receive(fd, deadline=None):
     (size,) = struct.unpack(">I", _read_exact(fd, 4, deadline))
     if size > MAX_MESSAGE:
         raise CandidateGone("the candidate sent an oversized message")
-    return json.loads(_read_exact(fd, size, deadline))
+    return json_loads(_read_exact(fd, size, deadline))
 
 
 # ------------------------------------------------------------------------------------------ candidate side
@@ -311,13 +356,56 @@ class RemoteRef:
         return f"<candidate object {self._label}>"
 
 
+class _Child:
+    """A forked candidate process, with the two methods of ``subprocess.Popen`` the judge uses."""
+
+    def __init__(self, pid):
+        self.pid = pid
+
+    def kill(self):
+        os.kill(self.pid, signal.SIGKILL)
+
+    def wait(self):
+        try:
+            os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            pass
+
+
+def fork_candidate():
+    """Called before the job is read: a child that will run the program. Its memory is a copy of this process's,
+    which holds no test and no nonce yet, and forking skips the interpreter start-up an ``exec`` costs."""
+    req_r, req_w = os.pipe()
+    rep_r, rep_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        exit_now = os._exit  # bound here: the program may replace os._exit, and the child must never leave
+        try:
+            devnull = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):  # stdin (still holding the unread job) and the host's pipes leave the child
+                os.dup2(devnull, fd)
+            low = 3
+            for fd in sorted((req_r, rep_w)):
+                os.closerange(low, fd)
+                low = fd + 1
+            os.closerange(low, 1 << 16)
+            signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+            serve_candidate(req_r, rep_w)
+        finally:
+            exit_now(0)
+    os.close(req_r)
+    os.close(rep_w)
+    return _Child(pid), rep_r, req_w
+
+
 class Candidate:
     """The child process running the program, restarted after a crash or a timeout."""
 
-    def __init__(self, program, path, on_trouble):
+    def __init__(self, program, path, on_trouble, spare=None):
         self.program = program
         self.path = path
         self.on_trouble = on_trouble  # told about every timeout or crash, even one test code swallows
+        self.spare = spare  # (process, reply fd, request fd) forked before the job was read, used first
         self.generation = 0
         self.proc = None
         self.deadline = None
@@ -331,26 +419,16 @@ class Candidate:
         """Start the child and run the program; returns the names it defined (handles and plain values)."""
         self.stop()
         self.generation += 1
-        req_r, req_w = os.pipe()
-        rep_r, rep_w = os.pipe()
-        bootstrap = (  # the harness as a module named otherwise than __main__, then the serving loop
-            "import sys\nh = {'__name__': 'harness'}\n"
-            "exec(compile(sys.stdin.read(), '<harness>', 'exec'), h)\n"
-            f"h['serve_candidate']({req_r}, {rep_w})\n"
-        )
-        source = _HARNESS_SOURCE
-        self.proc = subprocess.Popen(
-            [sys.executable, "-S", "-I", "-c", bootstrap],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            pass_fds=(req_r, rep_w), close_fds=True, start_new_session=False,
-        )
-        os.close(req_r)
-        os.close(rep_w)
-        self.rfd, self.wfd = rep_r, req_w
+        source = None
+        if self.spare is not None:
+            (self.proc, self.rfd, self.wfd), self.spare = self.spare, None
+        else:
+            source = self._exec_child()
         self.deadline = time.monotonic() + budget
         try:
-            self.proc.stdin.write(source.encode())
-            self.proc.stdin.close()
+            if source is not None:
+                self.proc.stdin.write(source.encode())
+                self.proc.stdin.close()
             send(self.wfd, {"program": self.program, "path": self.path})
             reply = self._receive()
         except BrokenPipeError:
@@ -373,6 +451,28 @@ class Candidate:
             else:
                 names[name] = from_wire(value, self._root_ref(name))
         return names
+
+    def _exec_child(self):
+        """A restart, after the job was read: a fresh interpreter (``exec``: nothing of this memory survives);
+        returns the harness source it still needs on its stdin."""
+        import subprocess  # only here: a restart is rare, and the import costs as much as the rest of the judge's
+
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        bootstrap = (  # the harness as a module named otherwise than __main__, then the serving loop
+            "import sys\nh = {'__name__': 'harness'}\n"
+            "exec(compile(sys.stdin.read(), '<harness>', 'exec'), h)\n"
+            f"h['serve_candidate']({req_r}, {rep_w})\n"
+        )
+        self.proc = subprocess.Popen(
+            [sys.executable, "-S", "-I", "-c", bootstrap],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            pass_fds=(req_r, rep_w), close_fds=True, start_new_session=False,
+        )
+        os.close(req_r)
+        os.close(rep_w)
+        self.rfd, self.wfd = rep_r, req_w
+        return _HARNESS_SOURCE
 
     def _root_ref(self, name):
         def make(rid):
@@ -420,6 +520,13 @@ class Candidate:
         except (KeyError, ValueError, TypeError) as exc:
             self.stop()
             raise CandidateGone(f"the candidate broke the protocol: {exc}") from None
+
+    def close(self):
+        """The end of the run: the running child, and the forked one if no test ever needed it."""
+        self.stop()
+        if self.spare is not None:
+            (self.proc, self.rfd, self.wfd), self.spare = self.spare, None
+            self.stop()
 
     def stop(self):
         if self.proc is None:
@@ -479,12 +586,12 @@ def short_repr(value, limit=120):
 class Judge:
     """Runs the transformed test code; ``__unit__(i)`` blocks mark the tests, ``__eq__check`` explains failures."""
 
-    def __init__(self, job, report):
+    def __init__(self, job, report, spare=None):
         self.job = job
         self.report = report
         self.timeouts = job["timeouts"]
         self.stop_first = job.get("stop_on_first_failure", False)
-        self.candidate = Candidate(job["program"], job.get("path") or sys.path, self.mark_trouble)
+        self.candidate = Candidate(job["program"], job.get("path") or sys.path, self.mark_trouble, spare)
         self.namespace = None
         self.done = set()
         self.unit = None  # (index, problem) of the running test
@@ -551,7 +658,7 @@ class Judge:
             why, status = f"{type(exc).__name__}: {exc}", "error"
         for index in range(len(self.timeouts)):
             self.emit(index, status, why)
-        self.candidate.stop()
+        self.candidate.close()
 
 
 class _UnitScope:
@@ -615,12 +722,24 @@ def _no_dump():
         return False
 
 
+def _read_all(fd):
+    chunks = []
+    while True:
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
 def judge_main():
     global _HARNESS_SOURCE
     hardened = _no_dump()
     candidate_path = list(sys.path)
     sys.path[:] = [p for p in sys.path if not _untrusted_path_entry(p)]
-    job = json.loads(sys.stdin.buffer.read())
+    for name in sys.argv[1:]:  # standard modules the reference imports: loaded once, for the judge and the child
+        _import_trusted(name)
+    spare = fork_candidate()  # before the job (tests, nonce) exists anywhere in this process's memory
+    job = json_loads(_read_all(0))
     job["path"] = candidate_path
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)  # the job (tests and nonce) leaves our file table
@@ -632,10 +751,10 @@ def judge_main():
     _HARNESS_SOURCE = job.pop("harness")
 
     def report(record):
-        os.write(out, f"{nonce} {json.dumps(record)}\n".encode())
+        os.write(out, f"{nonce} {json_dumps(record)}\n".encode())
 
     report({"hardened": hardened})
-    judge = Judge(job, report)
+    judge = Judge(job, report, spare)
     judge.run()
     report({"done": True})
 

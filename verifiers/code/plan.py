@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import builtins
 import math
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -34,6 +35,7 @@ class TestPlan:
     judge_code: str = ""  # function/asserts: the rewritten test code the judge executes
     setup: str = ""  # reference code the judge runs after the program loaded (MBPP setup, the prompt's helpers)
     subjects: list[str] = field(default_factory=list)  # names the tests take from the program even if builtins
+    preload: list[str] = field(default_factory=list)  # standard modules the reference imports (see preload_modules)
     entry_point: str | None = None
     prompt: str | None = None
     cases: list[Case] = field(default_factory=list)
@@ -95,6 +97,28 @@ def prompt_helpers(prompt: str | None, entry: str) -> str:
         return ""
     module.body = [s for s in module.body if not (isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == entry)]
     return ast.unparse(module) if module.body else ""
+
+
+def preload_modules(*sources: str) -> list[str]:
+    """Standard-library modules the reference code imports (HumanEval prompts: ``typing``, ``math``). The judge imports
+    them before it forks the candidate, so the program's own ``from typing import List`` finds them loaded, and the
+    import is paid once, not once per process."""
+    stdlib = getattr(sys, "stdlib_module_names", frozenset())
+    names: set[str] = set()
+    for source in sources:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names.add(node.module)
+    return sorted(n for n in names if n.split(".")[0] in stdlib and n.split(".")[0] not in _NO_PRELOAD)
+
+
+_NO_PRELOAD = frozenset({"antigravity", "this", "idlelib", "tkinter", "turtle", "turtledemo"})  # side effects, or GUI
 
 
 def assert_subjects(module: ast.Module, setup: str) -> list[str]:
@@ -208,13 +232,15 @@ def build_plan(reference: Any) -> TestPlan:
         prompt = reference.get("prompt")
         if prompt is not None and not isinstance(prompt, str):
             raise InvalidReference("'prompt' must be a string")
+        setup = prompt_helpers(prompt, entry)
         return TestPlan("function", "python", names, _weights(reference, len(names)), timeout_s,
-                        judge_code=code, entry_point=entry, prompt=prompt, setup=prompt_helpers(prompt, entry),
-                        subjects=[entry])
+                        judge_code=code, entry_point=entry, prompt=prompt, setup=setup,
+                        subjects=[entry], preload=preload_modules(setup, code))
     if kinds[0] == "test_list":
         code, names, setup = _asserts_plan(reference)
         return TestPlan("asserts", "python", names, _weights(reference, len(names)), timeout_s,
-                        judge_code=code, setup=setup, subjects=assert_subjects(ast.parse(code), setup))
+                        judge_code=code, setup=setup, subjects=assert_subjects(ast.parse(code), setup),
+                        preload=preload_modules(setup, code))
     cases = _cases(reference)
     compare = reference.get("compare", "tokens")
     if compare not in ("exact", "tokens", "float"):
