@@ -199,6 +199,26 @@ def test_unknowns_named_beside_the_answer_do_not_hide_it() -> None:
     assert extract(letters) is None
 
 
+@pytest.mark.parametrize("answer,gold,expected", [
+    # Shapes from Omni-MATH golds and ProcessBench responses (omnimath-535, -637, -710, -926, -936).
+    ("No", "\\text{No, it is not possible to cover all grid points with such discs.}", 1.0),
+    ("no, there is no integer \\(n\\) such that \\(\\sqrt{n-1} + \\sqrt{n+1}\\) is rational", "\\text{No}", 1.0),
+    ("No such constant exists", "$\\text{ No }$", 1.0),
+    ("No, there does not exist such a field.", "There exist no such field.", 1.0),
+    ("Yes, there must exist infinitely many positive integers $n$.", "Yes, there must exist infinitely many such n.", 1.0),
+    ("\\text{Yes}", "YES", 1.0),
+    ("\\text{Yes}", "\\text{There is no such polynomial.}", 0.0),
+    ("No", "\\text{Yes}", 0.0),
+    ("No simple manual solution provided.", "\\text{No such number exists}", 0.0),  # not an answer to the question
+])
+def test_yes_no_golds_compare_by_polarity(answer: str, gold: str, expected: float) -> None:
+    assert score(f"Putting it together, the final answer is \\boxed{{{answer}}}.", gold) == expected
+
+
+def test_a_yes_gold_that_carries_a_value_still_needs_the_value() -> None:
+    assert score("The answer is \\boxed{Yes, n = 6}.", "Yes, n = 5") == 0.0
+
+
 # --- 3. golds that are not bare values ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("gold,answer", [

@@ -83,6 +83,24 @@ def text_content(s: str) -> str | None:
     return None
 
 
+_YES_NO = re.compile(r"(yes|no)(?=$|\s*[,.;:!])")  # "No, ..." and "Yes." but not "No simple solution"
+_NO_SUCH = re.compile(
+    r"(?:there\s+(?:is|are|exists?)\s+no\b|there\s+(?:do|does|is|are)\s+not\s+exist|it\s+is\s+(?:not\s+possible|"
+    r"impossible)|no\s+such\b|(?:such\s+an?\s+\w+\s+)?does\s+not\s+exist)"
+)
+
+
+def polarity(s: str) -> str | None:
+    """"yes" or "no" for an answer to a yes/no question ("No, it is not possible ...", "\\text{Yes}", "There exist no
+    such polynomials."), else None. Only the opening words count: a later "no" is part of an argument."""
+    inner = _WS.sub(" ", _TEXT_CMD.sub(r"\1", s)).strip(" ()[]$*.:").casefold()
+    inner = inner.removeprefix("the answer is ").removeprefix("answer: ")
+    m = _YES_NO.match(inner)
+    if m:
+        return m.group(1)
+    return "no" if _NO_SUCH.match(inner) else None
+
+
 @functools.lru_cache(maxsize=16384)  # hedging checks read the same statements several times
 def canonical(text: str) -> str:
     """The spelling used for the exact/normalised string test."""

@@ -23,6 +23,7 @@ from verifiers.math.normalize import (
     names_a_quantity,
     split_condition,
     split_top_level,
+    polarity,
     text_content,
     unwrap,
     well_formed,
@@ -61,6 +62,7 @@ class Gold:
     words: str | None  # a pure-text answer ("Evelyn", "(C)")
     condition: str | None
     shape: str | None = None  # a tuple, interval, union or matrix the LaTeX parser certainly reads as one
+    polar: str | None = None  # "yes"/"no": the gold answers a yes/no question ("No, it is not possible ...")
     _expr: sympy.Basic | None = None
     _too_large: bool = False
 
@@ -108,7 +110,12 @@ def parse_gold(reference: str) -> Gold:
         raise InvalidReference("reference answer is empty")
     number = parse_number(body)
     words = None if number is not None else text_content(body)
-    gold = Gold(body, canonical(body), number, words, condition, compound_shape(body) if number is None else None)
+    # A yes/no gold that states no value: its polarity is the answer ("Yes, such an n exists" against "yes").
+    polar = polarity(body) if number is None and not re.search(r"\d", body) else None
+    if polar is not None and words is None:
+        words = polar
+    gold = Gold(body, canonical(body), number, words, condition, compound_shape(body) if number is None else None,
+                polar)
     if number is not None:
         gold._expr = _number_expr(number)
     elif words is None and not well_formed(body):
@@ -176,6 +183,9 @@ def compare(gold: Gold, answer: str, rel_tol: float) -> Decision:
         if numbers_equal(gold.number, number, rel_tol):
             return Decision(True, "numeric")
         return Decision(_percent_equal(gold, body, number, rel_tol), "numeric")
+    said_polar = polarity(body) if gold.polar is not None else None
+    if said_polar is not None:
+        return Decision(said_polar == gold.polar, "polarity")
     if gold.words is not None:
         said = text_content(body) or canonical(body).strip("()[]").casefold()
         return Decision(said == gold.words, "text")
