@@ -11,10 +11,11 @@ from __future__ import annotations
 import enum
 import math
 import signal
+from dataclasses import replace
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from sandbox.api import RunResult, RunStatus
+from sandbox.api import Limits, RunResult, RunStatus
 
 # SandboxFusion's language names -> ours; None: SandboxFusion knows it, this server does not offer it.
 SANDBOXFUSION_LANGUAGES: dict[str, str | None] = {
@@ -73,6 +74,11 @@ class RunCodeRequest(BaseModel):
 
     def our_language(self) -> str | None:
         return EXTRA_LANGUAGES.get(self.language) or SANDBOXFUSION_LANGUAGES.get(self.language)
+
+    def with_compile_budget(self, limits: Limits) -> Limits:
+        """``limits`` with this request's ``compile_timeout`` as the compile step's budget (``Limits.compile_s``):
+        the sandbox stops a longer compile and the answer is a compile TimeLimitExceeded."""
+        return replace(limits, compile_s=self.compile_timeout)
 
 
 class CommandRunResult(BaseModel):

@@ -30,6 +30,10 @@ class Limits:
     open_files: int = 256
     output_bytes: int = 1 << 20  # per stream
     disk_mb: int = 256  # size of the private work dir (a tmpfs); added after the first contract, defaulted
+    # Wall-clock (and CPU) seconds of the compile step of a compiled language; over it: compile_error. The default
+    # asks for the server's whole compile budget (the backend's cap, e.g. BwrapConfig.compile_wall_s), a request
+    # may ask for less (SandboxFusion's compile_timeout). Added later, defaulted.
+    compile_s: float = 600.0
 
 
 @dataclass

@@ -28,7 +28,7 @@ import sys
 import sysconfig
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from sandbox import seccomp
@@ -85,6 +85,7 @@ class BwrapConfig:
     def __post_init__(self) -> None:
         self.caps = self.caps or Limits(wall_s=60, cpu_s=60, memory_mb=4096, processes=256, file_size_mb=256,
                                         open_files=1024, output_bytes=16 << 20, disk_mb=1024)
+        self.caps = replace(self.caps, compile_s=self.compile_wall_s)  # the compile budget caps every request's
         self.defaults = self.defaults or clamp(Limits(), self.caps)
         if self.refill_parallel <= 0:
             self.refill_parallel = os.cpu_count() or 1
@@ -504,7 +505,8 @@ class BwrapBackend:
         spec = lang.spec
         src = spec.file_for(request.code)
         lim = {**asdict(limits), "memory_rlimit": spec.memory_rlimit}
-        compile_limits = {**lim, "cpu_s": c.compile_wall_s, "memory_mb": max(c.compile_memory_mb, limits.memory_mb),
+        # The compile budget is wall-clock, watched by the host; CPU gets a second more, so an overrun reads as time.
+        compile_limits = {**lim, "cpu_s": limits.compile_s + 1, "memory_mb": max(c.compile_memory_mb, limits.memory_mb),
                           "processes": max(spec.compile_processes, limits.processes),
                           "file_size_mb": max(limits.file_size_mb, 256), "open_files": max(limits.open_files, 1024)}
         tools = self._tools.get(lang.spec.name, {})
@@ -594,7 +596,7 @@ class BwrapBackend:
         timed_out = compile_timed_out = False
         report: dict[str, object] | None = None
         run_started = t0
-        deadline = t0 + (self.config.compile_wall_s if compiled else limits.wall_s)
+        deadline = t0 + (limits.compile_s if compiled else limits.wall_s)
         overflow_wait = asyncio.create_task(overflow.wait())
         compile_oom = False
         try:
@@ -661,7 +663,7 @@ class BwrapBackend:
         err = stderr.decode("utf-8", "replace")
         if compile_timed_out:
             return RunResult(RunStatus.COMPILE_ERROR, stdout=out, stderr=err, truncated=truncated, wall_ms=wall_ms,
-                             reason=f"compilation exceeded {self.config.compile_wall_s:g}s")
+                             reason=f"compilation exceeded its time limit of {limits.compile_s:g}s")
         if report is not None and report.get("phase") == "setup":
             return RunResult(RunStatus.SANDBOX_ERROR, stdout=out, stderr=err, wall_ms=wall_ms,
                              reason=f"sandbox set-up failed: {report.get('error', 'unknown error')}")

@@ -17,15 +17,19 @@ from sandbox.api import Limits, RunRequest, RunResult, RunStatus
 from sandbox.limits import clamp
 from sandbox.outcome import Observed, classify
 
-# image per language; each must hold the toolchain. Compile-and-run in one shell line.
+# image per language; each must hold the toolchain. Compile-and-run in one shell line; the compile step runs under
+# coreutils' timeout (exit 124 when it ran out of Limits.compile_s).
+_COMPILE = "timeout {compile_s} "
+_COMPILED = " 2>/tmp/cc; rc=$?; [ $rc = 124 ] && exit 218; [ $rc != 0 ] && { cat /tmp/cc >&2; exit 217; }; ./main"
 IMAGES = {
     "python": ("python:3.11-slim", "main.py", "python3 main.py"),
-    "c": ("gcc:13", "main.c", "gcc -O2 -o main main.c -lm 2>/tmp/cc || { cat /tmp/cc >&2; exit 217; }; ./main"),
-    "cpp": ("gcc:13", "main.cpp", "g++ -O2 -o main main.cpp 2>/tmp/cc || { cat /tmp/cc >&2; exit 217; }; ./main"),
+    "c": ("gcc:13", "main.c", f"{_COMPILE}gcc -O2 -o main main.c -lm{_COMPILED}"),
+    "cpp": ("gcc:13", "main.cpp", f"{_COMPILE}g++ -O2 -o main main.cpp{_COMPILED}"),
     "javascript": ("node:20-slim", "main.js", "node main.js"),
     "bash": ("bash:5", "main.sh", "bash main.sh"),
 }
 COMPILE_FAILED = 217
+COMPILE_TIMED_OUT = 218
 
 
 def docker_unavailable_reason() -> str:
@@ -84,6 +88,7 @@ class DockerBackend:
 
     def _run_blocking(self, request: RunRequest, limits: Limits) -> RunResult:
         image, src, cmd = IMAGES[request.language]
+        cmd = cmd.replace("{compile_s}", f"{limits.compile_s:g}")
         files = {**request.files, src: request.code, ".stdin": request.stdin}
         writes = []
         for rel, content in files.items():
@@ -120,6 +125,9 @@ class DockerBackend:
         truncated = len(out) > limits.output_bytes or len(err) > limits.output_bytes
         stdout = out[: limits.output_bytes].decode("utf-8", "replace")
         stderr = err[: limits.output_bytes].decode("utf-8", "replace")
+        if code == COMPILE_TIMED_OUT and not timed_out:
+            return RunResult(RunStatus.COMPILE_ERROR, wall_ms=wall_ms,
+                             reason=f"compilation exceeded its time limit of {limits.compile_s:g}s")
         if code == COMPILE_FAILED and not timed_out:
             return RunResult(RunStatus.COMPILE_ERROR, exit_code=1, compile_output=stderr, wall_ms=wall_ms,
                              reason="compilation failed")

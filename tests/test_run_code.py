@@ -322,3 +322,14 @@ def test_compile_over_budget_is_compile_time_limit_exceeded(verl_sf: ModuleType,
     results, meta = verl_sf.check_correctness(url, {"inputs": [""], "outputs": [""]}, HEAVY_CPP, timeout=1,
                                               language="cpp")
     assert results == [-4] and meta[0]["status"] == "compile_timeout"
+
+
+def test_compile_timeout_becomes_the_runs_compile_budget() -> None:
+    """RunCodeRequest maps compile_timeout onto Limits.compile_s, which the sandbox enforces per run
+    (tests/test_sandbox_backend.py: a heavy-template compile over a 1 s compile_s is a compile_error)."""
+    from reward_service.sandboxfusion import RunCodeRequest
+    from sandbox.api import Limits
+
+    body = RunCodeRequest(code="int main(){}", language="cpp", compile_timeout=0.5, run_timeout=3)
+    limits = body.with_compile_budget(Limits(wall_s=3, cpu_s=3))
+    assert (limits.compile_s, limits.wall_s, limits.cpu_s) == (0.5, 3, 3)

@@ -69,6 +69,27 @@ def test_each_available_language_runs_with_stdin_and_args(sb: Runner, language: 
     assert r.exit_code == 0
 
 
+# ~200k template instantiations: several CPU seconds of g++, far over a 1 s compile budget.
+HEAVY_TEMPLATES = """template <int N, int M> struct A {
+  static constexpr unsigned v = (A<N-1, M>::v + A<N, M-1>::v) % 1000; };
+template <int M> struct A<0, M> { static constexpr unsigned v = 1; };
+template <int N> struct A<N, 0> { static constexpr unsigned v = 1; };
+int main() { return A<440, 440>::v & 1; }
+"""
+
+
+def test_a_compile_over_the_requests_compile_budget_is_a_compile_error(sb: Runner) -> None:
+    """Limits.compile_s is per request (SandboxFusion's compile_timeout), below the server's compile budget."""
+    if not sb.backend.languages().get("cpp"):
+        pytest.skip("cpp toolchain not installed on this host")
+    r = sb.run(HEAVY_TEMPLATES, "cpp", limits={"compile_s": 1})
+    assert r.status is RunStatus.COMPILE_ERROR, r
+    assert r.reason == "compilation exceeded its time limit of 1s" and r.wall_ms < 30_000
+    capped = clamp(Limits(compile_s=500), sb.backend.config.caps)  # never above the server's budget
+    assert capped.compile_s == sb.backend.config.compile_wall_s
+    assert sb.run(HELLO["cpp"], "cpp", stdin="x", args=["y"], limits={"compile_s": 30}).stdout.strip() == "hello x y"
+
+
 @pytest.mark.parametrize("language", sorted(BROKEN))
 def test_compile_errors_are_their_own_status(sb: Runner, language: str) -> None:
     if not sb.backend.languages().get(language):
