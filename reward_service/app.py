@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import swagger_ui_bundle
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
@@ -21,6 +21,7 @@ from reward_service.errors import install_error_handlers
 from reward_service.limits import BodySizeLimit
 from reward_service.logs import request_id_var
 from reward_service.metrics import Metrics
+from reward_service.routes import audit, health, openrlhf, prm, sandbox, sandboxfusion, verify
 from reward_service.runtime import Runtime
 from reward_service.services import Services
 from reward_service.settings import Settings
@@ -28,17 +29,17 @@ from sandbox.fairslots import run_source
 from verifiers.pool import job_source
 from verifiers.types import Verdict
 
-log = logging.getLogger("reward_service.http")
+log = logging.getLogger(__name__)
 
-# Routers, each "module:attribute"; capabilities add theirs here.
-ROUTERS: tuple[str, ...] = (
-    "reward_service.routes.health:router",
-    "reward_service.routes.verify:router",
-    "reward_service.routes.audit:router",
-    "reward_service.routes.prm:router",
-    "reward_service.routes.openrlhf:router",
-    "reward_service.routes.sandbox:router",
-    "reward_service.routes.sandboxfusion:router",
+# Every router of the service; a capability adds its own here.
+ROUTERS: tuple[APIRouter, ...] = (
+    health.router,
+    verify.router,
+    audit.router,
+    prm.router,
+    openrlhf.router,
+    sandbox.router,
+    sandboxfusion.router,
 )
 
 
@@ -103,11 +104,9 @@ def _mount_docs(app: FastAPI) -> None:
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
-    import importlib
-
     settings = settings or Settings()
     metrics = Metrics()
-    services = Services(settings=settings, metrics=metrics, admission=Admission(settings.max_pending_items))
+    services = Services(settings=settings, metrics=metrics, admission=Admission(settings.limits.max_pending_items))
 
     def on_result(verifier: str, verdict: Verdict) -> None:
         metrics.items.labels(verifier, verdict.status.value).inc()
@@ -117,7 +116,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         async with Runtime.open(settings, on_result=on_result) as runtime:
             services.runtime = runtime
-            log.info("reward-service %s ready on %s:%s", __version__, settings.host, settings.port)
+            log.info("reward-service %s ready on %s:%s", __version__, settings.server.host, settings.server.port)
             try:
                 yield
             finally:
@@ -135,15 +134,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.services = services
     install_error_handlers(app)
     known: set[str] = set()  # route templates, so metrics labels stay bounded
-    for path in ROUTERS:
-        module_name, _, attr = path.partition(":")
-        router = getattr(importlib.import_module(module_name), attr)
+    for router in ROUTERS:
         app.include_router(router)
         known.update(getattr(r, "path", "") for r in router.routes)
     _mount_docs(app)
     known.update(getattr(r, "path", "") for r in app.routes)
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)  # refuse before reading
-    token = settings.auth_token.get_secret_value() if settings.auth_token is not None else None
+    app.add_middleware(BodySizeLimit, max_bytes=settings.limits.max_body_bytes)  # refuse before reading
+    token = settings.auth.token.get_secret_value() if settings.auth.token is not None else None
     app.add_middleware(TokenGate, token=token)  # no token, no body read
     app.add_middleware(RequestContext, metrics=metrics, known_paths=known)  # outermost: every answer has its id
     return app

@@ -71,8 +71,8 @@ def check_job(job: DiffJob, settings: Settings) -> tuple[str, str]:
         file_format(job.input)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="ROLLOUTS") from None
-    registry = build_registry(settings.extra_verifier_modules)
-    for spec in named_specs(settings.reward_specs):
+    registry = build_registry(settings.execution.extra_verifier_modules)
+    for spec in named_specs(settings.composition.reward_specs):
         registry.register(spec)
     engine = Engine(registry)
     versions = []
@@ -132,16 +132,19 @@ async def run_diff(job: DiffJob, verify: AsyncVerifyBatch, tally: DiffTally,
 
     job.out.mkdir(parents=True, exist_ok=True)
     inflight: deque[tuple[Chunk, asyncio.Task[Any]]] = deque()
-    with open(job.out / "disagreements.jsonl", "w", encoding="utf-8") as out:
+    # One local file, opened once and written between awaits like every chunk below: not worth a thread hop.
+    with open(job.out / "disagreements.jsonl", "w", encoding="utf-8") as out:  # noqa: ASYNC230
         try:
             for chunk in chunks(job):
                 inflight.append((chunk, asyncio.create_task(score(chunk))))
                 while len(inflight) >= job.concurrency:
                     done, task = inflight.popleft()
-                    commit(done, *await task, out)
+                    ours, theirs = await task
+                    commit(done, ours, theirs, out)
             while inflight:
                 done, task = inflight.popleft()
-                commit(done, *await task, out)
+                ours, theirs = await task
+                commit(done, ours, theirs, out)
         finally:
             for _, task in inflight:
                 task.cancel()

@@ -17,7 +17,7 @@ from reward_service.logs import request_id_var
 
 
 async def require_token(request: Request, settings: SettingsDep) -> None:
-    token = settings.auth_token
+    token = settings.auth.token
     if token is None:
         return
     header = request.headers.get("authorization", "")

@@ -10,20 +10,20 @@ from verifiers.calibration import SQLiteCalibrationStore
 from verifiers.calibration.apply import RESOURCE, CalibrationPolicy
 
 
-def policy_from_settings(settings: Settings) -> CalibrationPolicy:
+def policy_from_settings(settings: Settings, store: SQLiteCalibrationStore | None = None) -> CalibrationPolicy:
+    """The policy of the configured calibration block, on ``store`` (default: the configured SQLite file)."""
     return CalibrationPolicy(
-        store=SQLiteCalibrationStore(settings.calibration_db),
-        default_judge=settings.appeal_judge,
-        wide_interval=settings.calibration_wide_interval,
-        min_appeals=settings.calibration_min_appeals,
+        store=store if store is not None else SQLiteCalibrationStore(settings.calibration.db),
+        default_judge=settings.calibration.appeal_judge,
+        wide_interval=settings.calibration.wide_interval,
+        min_appeals=settings.calibration.min_appeals,
     )
 
 
 @asynccontextmanager
 async def open_calibration(settings: Settings) -> AsyncIterator[dict[str, Any]]:
-    policy = policy_from_settings(settings)
+    store = SQLiteCalibrationStore(settings.calibration.db)
     try:
-        yield {RESOURCE: policy}
+        yield {RESOURCE: policy_from_settings(settings, store)}
     finally:
-        if policy.store is not None:
-            policy.store.close()
+        store.close()

@@ -25,13 +25,13 @@ def serve(
     from reward_service.logs import configure_logging
 
     settings = load_settings(config, host=host, port=port)
-    configure_logging(settings.log_level, settings.log_json)
+    configure_logging(settings.server.log_level, settings.server.log_json)
     uvicorn.run(
         create_app(settings),
-        host=settings.host,
-        port=settings.port,
+        host=settings.server.host,
+        port=settings.server.port,
         log_config=None,
-        timeout_graceful_shutdown=int(settings.shutdown_grace_s),
+        timeout_graceful_shutdown=int(settings.server.shutdown_grace_s),
         limit_concurrency=None,
     )
 

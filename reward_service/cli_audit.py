@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -49,7 +49,7 @@ def _run(kind: str, verifier: str, input_path: Path, out: Path, options: str, co
         c = report["confusion"]
         typer.echo(f"{verifier}: TP {c['tp']} FP {c['fp']} TN {c['tn']} FN {c['fn']}; "
                    f"FP rate {report['rho0']['value']}, FN rate {report['rho1']['value']}"
-                   + (f"; stored in {settings.calibration_db}" if report["stored"] else ""))
+                   + (f"; stored in {settings.calibration.db}" if report["stored"] else ""))
     else:
         for family, s in report["families"].items():
             typer.echo(f"{family:>18}: FP {s['fp']}/{s['n']}")
@@ -93,14 +93,17 @@ def probes(
          seed=seed)
 
 
+_DIFF_OUT = typer.Option(..., "--out", "-o", file_okay=False,
+                         help="Directory for disagreements.jsonl, report.html and summary.json.")
+
+
 @audit_app.command("diff")
 def diff(
-    rollouts: Path = typer.Argument(..., exists=True, dir_okay=False, help="Rollouts (.jsonl or .parquet) in the "
-                                    "batch scorer's format; no labels needed."),
+    rollouts: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="Rollouts (.jsonl or .parquet) in "
+                                             "the batch scorer's format; no labels needed.")],
     verifier: str = _VERIFIER,
     against: str = typer.Option(..., "--against", "-a", help="The verifier to compare with."),
-    out: Path = typer.Option(..., "--out", "-o", file_okay=False,
-                             help="Directory for disagreements.jsonl, report.html and summary.json."),
+    out: Path = _DIFF_OUT,
     options: str = typer.Option("{}", "--options", help="Options of --verifier as JSON."),
     against_options: str = typer.Option("{}", "--against-options", help="Options of --against as JSON."),
     response_field: str = typer.Option("response", help="Field holding the model output."),

@@ -36,7 +36,7 @@ async def get_admission(services: ServicesDep) -> AdmissionGate:
     def refused() -> None:  # the labelled child is created on the first refusal, so /metrics lists it from then on
         services.metrics.rejected.labels("saturated").inc()
 
-    return AdmissionGate(services.admission, services.runtime, services.settings.retry_after_s, refused)
+    return AdmissionGate(services.admission, services.runtime, services.settings.limits.retry_after_s, refused)
 
 
 AdmissionDep = Annotated[AdmissionGate, Depends(get_admission)]

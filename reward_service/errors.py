@@ -11,13 +11,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from reward_service.logs import request_id_var
 
-log = logging.getLogger("reward_service.errors")
+log = logging.getLogger(__name__)
 
 
 class ApiError(Exception):
     """A client error with a status code, a message, and optionally where in the body it was found."""
 
-    def __init__(self, status_code: int, message: str, loc: list[Any] | None = None, headers: dict[str, str] | None = None):
+    def __init__(self, status_code: int, message: str, loc: list[Any] | None = None,
+                 headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status_code = status_code
         self.message = message
@@ -52,8 +53,8 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 400 and "digits" in str(exc.__cause__ or ""):  # FastAPI's "error parsing the body"
             why = str(exc.__cause__).split(";")[0]  # Python's int-to-text limit: 4,300 digits
-            return JSONResponse({"detail": f"a number in the body cannot be read ({why}); send such a value as a string",
-                                 "request_id": request_id_var.get()}, status_code=422)
+            return JSONResponse({"detail": f"a number in the body cannot be read ({why}); send such a value as a "
+                                           "string", "request_id": request_id_var.get()}, status_code=422)
         return JSONResponse({"detail": exc.detail, "request_id": request_id_var.get()}, status_code=exc.status_code,
                             headers=getattr(exc, "headers", None))
 

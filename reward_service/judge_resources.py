@@ -11,34 +11,34 @@ from verifiers.judges.backends import JudgeBackend
 from verifiers.judges.config import OpenAIBackendConfig, TransformersBackendConfig
 from verifiers.judges.registry import BackendDefaults, JudgeRegistry, build_backend
 
-log = logging.getLogger("reward_service.judges")
+log = logging.getLogger(__name__)
 
 
 def judge_configs(settings: Settings) -> dict[str, OpenAIBackendConfig | TransformersBackendConfig]:
     """'default' from the REWARD_SERVICE_JUDGE_* variables, 'local' from judge_local_model, then the named ones."""
     configs: dict[str, OpenAIBackendConfig | TransformersBackendConfig] = {}
-    if settings.judge_base_url:
-        if not settings.judge_model:
+    if settings.judges.base_url:
+        if not settings.judges.model:
             raise ValueError("REWARD_SERVICE_JUDGE_BASE_URL is set but REWARD_SERVICE_JUDGE_MODEL is not")
         configs["default"] = OpenAIBackendConfig(
-            base_url=settings.judge_base_url, model=settings.judge_model, api_key=settings.judge_api_key)
-    if settings.judge_local_model:
+            base_url=settings.judges.base_url, model=settings.judges.model, api_key=settings.judges.api_key)
+    if settings.judges.local_model:
         configs["local"] = TransformersBackendConfig(
-            model_path=settings.judge_local_model, device=settings.judge_local_device)
-    configs.update(settings.judge_backends)
+            model_path=settings.judges.local_model, device=settings.judges.local_device)
+    configs.update(settings.judges.backends)
     return configs
 
 
 def build_judges(settings: Settings) -> JudgeRegistry:
     defaults = BackendDefaults(
-        max_concurrency=settings.judge_max_concurrency, timeout_s=settings.judge_timeout_s,
-        max_retries=settings.judge_max_retries, backoff_s=settings.judge_backoff_s,
-        backoff_max_s=settings.judge_backoff_max_s,
+        max_concurrency=settings.judges.max_concurrency, timeout_s=settings.judges.timeout_s,
+        max_retries=settings.judges.max_retries, backoff_s=settings.judges.backoff_s,
+        backoff_max_s=settings.judges.backoff_max_s,
     )
     backends: dict[str, JudgeBackend] = {
         name: build_backend(name, config, defaults) for name, config in judge_configs(settings).items()
     }
-    return JudgeRegistry(backends, settings.judge_default_backend, settings.judge_cache_size)
+    return JudgeRegistry(backends, settings.judges.default_backend, settings.judges.cache_size)
 
 
 @asynccontextmanager

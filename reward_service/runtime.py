@@ -5,36 +5,30 @@ exact same code path as the server.
 """
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from reward_service.calibration_resource import open_calibration
+from reward_service.judge_resources import open_judges
+from reward_service.reward_models import open_reward_models
+from reward_service.sandbox_resource import open_sandbox
 from reward_service.settings import Settings
 from verifiers.engine import Engine, ResultHook
 from verifiers.pool import WorkerPool
 from verifiers.registry import Registry, build_registry
 from verifiers.spec import named_specs
 
-log = logging.getLogger("reward_service.runtime")
-
-# Backends shared by verifiers, each "module:function" where function(settings) is an async context manager that
-# yields a dict of named resources. A resource with a boolean ``ready`` attribute gates /readyz.
-RESOURCE_FACTORIES: tuple[str, ...] = (
-    "reward_service.judge_resources:open_judges",
-    "reward_service.reward_models:open_reward_models",
-    "reward_service.calibration_resource:open_calibration",
-    "reward_service.sandbox_resource:open_sandbox",
-)
+log = logging.getLogger(__name__)
 
 ResourceFactory = Callable[[Settings], AbstractAsyncContextManager[dict[str, Any]]]
 
-
-def _load_factory(path: str) -> ResourceFactory:
-    module_name, _, attr = path.partition(":")
-    return getattr(importlib.import_module(module_name), attr)
+# Backends shared by verifiers: each factory(settings) is an async context manager that yields a dict of named
+# resources. A resource with a boolean ``ready`` attribute gates /readyz. Heavy libraries (torch, transformers) are
+# imported inside the factories, only when configured.
+RESOURCE_FACTORIES: tuple[ResourceFactory, ...] = (open_judges, open_reward_models, open_calibration, open_sandbox)
 
 
 @dataclass
@@ -59,11 +53,11 @@ class Runtime:
     @classmethod
     @asynccontextmanager
     async def open(cls, settings: Settings, on_result: ResultHook | None = None) -> AsyncIterator[Runtime]:
-        modules = list(settings.extra_verifier_modules)
+        modules = list(settings.execution.extra_verifier_modules)
         registry = build_registry(modules)
         from verifiers.registry import BUILTIN_MODULES
 
-        specs = named_specs(settings.reward_specs)
+        specs = named_specs(settings.composition.reward_specs)
         for spec in specs:
             registry.register(spec)
         for spec in specs:  # a misconfigured spec fails at start-up, not on the first request
@@ -74,22 +68,22 @@ class Runtime:
         pool = WorkerPool(
             settings.effective_workers(),
             [*BUILTIN_MODULES, *modules],
-            memory_mb=settings.worker_memory_mb,
-            slow_after_s=settings.worker_slow_after_s,
-            length_tokenizers=settings.length_tokenizers,
+            memory_mb=settings.execution.worker_memory_mb,
+            slow_after_s=settings.execution.worker_slow_after_s,
+            length_tokenizers=settings.shaping.length_tokenizers,
         )
         async with AsyncExitStack() as stack:
             await pool.start()
             stack.push_async_callback(pool.close)
             resources: dict[str, Any] = {}
-            for path in RESOURCE_FACTORIES:
-                resources.update(await stack.enter_async_context(_load_factory(path)(settings)))
+            for factory in RESOURCE_FACTORIES:
+                resources.update(await stack.enter_async_context(factory(settings)))
             engine = Engine(
                 registry,
                 pool=pool,
                 resources=resources,
-                default_timeout_s=settings.item_timeout_s,
-                max_timeout_s=settings.max_item_timeout_s,
+                default_timeout_s=settings.execution.item_timeout_s,
+                max_timeout_s=settings.execution.max_item_timeout_s,
                 on_result=on_result,
             )
             yield cls(settings, registry, pool, engine, resources)

@@ -9,20 +9,20 @@ from typing import Any
 from reward_service.settings import Settings
 from sandbox.factory import build_backend
 
-log = logging.getLogger("reward_service.sandbox")
+log = logging.getLogger(__name__)
 
 
 def backend_config(settings: Settings) -> dict[str, Any]:
     return {
-        "backend": settings.sandbox_backend,
-        "caps": settings.sandbox_caps.to_limits(),
-        "defaults": settings.sandbox_defaults.to_limits(),
-        "warm_pool": settings.sandbox_warm_pool,
-        "max_concurrent": settings.sandbox_max_concurrent,
-        "languages": settings.sandbox_languages,
-        "uid_base": settings.sandbox_uid_base,
-        "compile_wall_s": settings.sandbox_compile_wall_s,
-        "memory_cgroup": settings.sandbox_memory_cgroup,
+        "backend": settings.sandbox.backend,
+        "caps": settings.sandbox.caps.to_limits(),
+        "defaults": settings.sandbox.defaults.to_limits(),
+        "warm_pool": settings.sandbox.warm_pool,
+        "max_concurrent": settings.sandbox.max_concurrent,
+        "languages": settings.sandbox.languages,
+        "uid_base": settings.sandbox.uid_base,
+        "compile_wall_s": settings.sandbox.compile_wall_s,
+        "memory_cgroup": settings.sandbox.memory_cgroup,
     }
 
 

@@ -10,7 +10,8 @@ class VerifyItemIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str | None = Field(None, description="Echoed back in the result.")
-    verifier: str = Field(..., min_length=1, max_length=200, description="A registered verifier name (GET /v1/verifiers).")
+    verifier: str = Field(
+        ..., min_length=1, max_length=200, description="A registered verifier name (GET /v1/verifiers).")
     response: str = Field(..., description="The model output to check.")
     reference: Any = Field(None, description="Gold answer, tests, rubric...: its shape depends on the verifier.")
     options: dict[str, Any] = Field(default_factory=dict, description="Verifier options (see its options_schema).")

@@ -8,7 +8,7 @@ from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -187,7 +187,8 @@ async def _remote(job: Job, url: str, token: str | None, run: Callable[..., Awai
         raise typer.BadParameter("--url needs the client package: pip install ./clients") from None
     from reward_service.batch.scorers import RemoteScorer
 
-    async with AsyncRewardClient(url, token=token, chunk_size=job.chunk_size, max_concurrency=job.concurrency) as client:
+    async with AsyncRewardClient(url, token=token, chunk_size=job.chunk_size,
+                                 max_concurrency=job.concurrency) as client:
         if job.spec.verifier is not None:
             names = [v.get("name") for v in await client.verifiers()]
             if job.spec.verifier not in names:
@@ -206,8 +207,9 @@ def _service_failure(exc: BaseException) -> bool:
 
 
 def score(
-    input: Path = typer.Argument(..., exists=True, dir_okay=False, help="Rollouts: .jsonl or .parquet."),
-    out: Path = typer.Option(..., "--out", "-o", help="Output .jsonl or .parquet: input rows + score, status, reason, details."),
+    input: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="Rollouts: .jsonl or .parquet.")],
+    out: Annotated[Path, typer.Option(
+        "--out", "-o", help="Output .jsonl or .parquet: input rows + score, status, reason, details.")],
     verifier: str | None = typer.Option(None, "--verifier", "-v", help="Verifier for every row."),
     verifier_field: str | None = typer.Option(None, help="Field naming each row's verifier (instead of --verifier)."),
     response_field: str = typer.Option("response", help="Field holding the model output."),
@@ -224,8 +226,10 @@ def score(
     concurrency: int = typer.Option(4, min=1, help="Chunks in flight at once."),
     chunk_size: int = typer.Option(256, min=1, help="Rows per chunk (one journal commit each)."),
     overwrite: bool = typer.Option(False, help="Start over instead of resuming from an existing output."),
-    ray: bool = typer.Option(False, "--ray", help="Score on a Ray cluster with ray.data (embedded runtimes in actors)."),
-    ray_address: str | None = typer.Option(None, help="Ray cluster address (default: RAY_ADDRESS or a local instance)."),
+    ray: bool = typer.Option(
+        False, "--ray", help="Score on a Ray cluster with ray.data (embedded runtimes in actors)."),
+    ray_address: str | None = typer.Option(
+        None, help="Ray cluster address (default: RAY_ADDRESS or a local instance)."),
     ray_actors: int = typer.Option(1, min=1, help="Ray actors, each with its own worker pool of --workers processes."),
 ) -> None:
     """Score a rollout file; killed and restarted with the same arguments, it resumes where it stopped."""

@@ -84,7 +84,8 @@ class Journal:
                 try:
                     yield json.loads(line)
                 except json.JSONDecodeError:
-                    raise ValueError(f"{self.path}: line {number} is not JSON; not an output of this command?")
+                    raise ValueError(
+                        f"{self.path}: line {number} is not JSON; not an output of this command?") from None
 
     def commit(self, rows: list[dict[str, Any]]) -> None:
         if not rows:

@@ -42,7 +42,7 @@ class AuditRequest(BaseModel):
 @router.post("/v1/audit", response_model=None)
 async def audit(body: AuditRequest, settings: SettingsDep, gate: AdmissionDep) -> JSONResponse | HTMLResponse:
     engine = gate.ready().engine
-    limit = settings.max_batch_items
+    limit = settings.limits.max_batch_items
     try:
         if body.kind == "probes":  # count what will run before running it
             families = tuple(body.families) if body.families else default_families(body.verifier)

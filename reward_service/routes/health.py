@@ -46,5 +46,5 @@ async def metrics(services: ServicesDep) -> Response:
 async def list_verifiers(services: ServicesDep) -> dict[str, Any]:
     runtime = services.runtime
     if runtime is None:  # the lifespan opens the runtime before the server accepts connections
-        raise ApiError(503, "server is starting", headers={"Retry-After": str(services.settings.retry_after_s)})
+        raise ApiError(503, "server is starting", headers={"Retry-After": str(services.settings.limits.retry_after_s)})
     return {"verifiers": [v.describe() for v in sorted(runtime.registry, key=lambda v: v.name)]}

@@ -39,7 +39,7 @@ class OpenRLHFResponse(BaseModel):
 
 def authorize(request: Request, settings: SettingsDep) -> None:
     """OpenRLHF cannot send headers, so the token may also come as ``?token=`` in the configured URL."""
-    token = settings.auth_token
+    token = settings.auth.token
     if token is None:
         return
     scheme, _, given = request.headers.get("authorization", "").partition(" ")
@@ -97,20 +97,20 @@ async def openrlhf_reward(
     if n == 0:
         return OpenRLHFResponse(rewards=[], scores=[], extra_logs=extra_logs([], []))
     engine = starting_engine(gate)
-    if settings.openrlhf_verifier not in engine.registry:
-        raise ApiError(500, f"openrlhf_verifier {settings.openrlhf_verifier!r} is not a registered verifier; set "
+    if settings.openrlhf.verifier not in engine.registry:
+        raise ApiError(500, f"openrlhf_verifier {settings.openrlhf.verifier!r} is not a registered verifier; set "
                        f"REWARD_SERVICE_OPENRLHF_VERIFIER to one of: {', '.join(engine.registry.names())}")
-    prompts = body.prompts or [None] * n
-    labels = body.labels or [None] * n
-    split = [split_response(q, p, settings.openrlhf_strip_suffixes) for q, p in zip(body.query, prompts)]
+    prompts: list[str | None] = list(body.prompts) if body.prompts else [None] * n
+    labels: list[Any] = body.labels or [None] * n
+    split = [split_response(q, p, settings.openrlhf.strip_suffixes) for q, p in zip(body.query, prompts)]
     request_items = VerifyRequest(items=[
-        VerifyItemIn(id=str(i), verifier=settings.openrlhf_verifier, response=response, reference=label,
-                     options=settings.openrlhf_options)
+        VerifyItemIn(id=str(i), verifier=settings.openrlhf.verifier, response=response, reference=label,
+                     options=settings.openrlhf.options)
         for i, ((response, _), label) in enumerate(zip(split, labels))
     ])
-    check_limits(settings, request_items)
+    check_limits(settings.limits, request_items)
     verdicts = await run_admitted(gate, prepare_items(engine, request_items))
-    null = settings.openrlhf_null_reward
+    null = settings.openrlhf.null_reward
     rewards = [v.score if v.score is not None else null for v in verdicts]
     return OpenRLHFResponse(
         rewards=rewards,

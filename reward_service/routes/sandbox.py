@@ -10,7 +10,7 @@ from reward_service.auth import require_token
 from reward_service.deps import AdmissionDep, SettingsDep
 from reward_service.errors import ApiError
 from reward_service.sandbox_models import LanguageOut, RunBatchIn, RunBatchOut, RunIn, RunOut
-from reward_service.settings import Settings
+from reward_service.settings import SandboxSettings
 from sandbox.api import Limits, RunRequest
 from sandbox.languages import canonical_name, source_file
 from sandbox.limits import over_caps
@@ -30,7 +30,7 @@ def safe_relative(path: str) -> bool:
     return not path_problem(path)
 
 
-def to_request(s: Settings, backend: Any, item: RunIn, loc: list[Any]) -> RunRequest:
+def to_request(s: SandboxSettings, backend: Any, item: RunIn, loc: list[Any]) -> RunRequest:
     """Validate one item against the host's languages and the server caps (422 with its location)."""
     language = canonical_name(item.language)
     offered = backend.languages()
@@ -41,9 +41,9 @@ def to_request(s: Settings, backend: Any, item: RunIn, loc: list[Any]) -> RunReq
         raise ApiError(422, f"language {language!r} is not available on this host (see GET /v1/sandbox/languages)",
                        loc=[*loc, "language"])
     size = len(item.code) + len(item.stdin) + sum(len(v) for v in item.files.values())
-    if size > s.sandbox_max_input_chars:
+    if size > s.max_input_chars:
         raise ApiError(413, f"code + stdin + files hold {size} characters, over the limit of "
-                            f"{s.sandbox_max_input_chars}", loc=loc)
+                            f"{s.max_input_chars}", loc=loc)
     problem = files_problem(list(item.files), program=source_file(language, item.code))
     if problem:
         raise ApiError(422, problem, loc=[*loc, "files"])
@@ -51,8 +51,8 @@ def to_request(s: Settings, backend: Any, item: RunIn, loc: list[Any]) -> RunReq
         if path_problem(name):
             raise ApiError(422, path_problem(name), loc=[*loc, "collect"])
     given = item.limits.model_dump(exclude_none=True)
-    limits = Limits(**{**s.sandbox_defaults.model_dump(), **given})
-    problems = over_caps(limits, s.sandbox_caps.to_limits())
+    limits = Limits(**{**s.defaults.model_dump(), **given})
+    problems = over_caps(limits, s.caps.to_limits())
     if problems:
         raise ApiError(422, "limits: " + "; ".join(problems), loc=[*loc, "limits"])
     return item.to_request(language, limits)
@@ -66,7 +66,7 @@ async def admitted_run(gate: AdmissionGate, backend: Any, requests: list[RunRequ
 @router.post("/v1/sandbox/run", response_model=RunOut)
 async def run(body: RunIn, settings: SettingsDep, gate: AdmissionDep) -> RunOut:
     backend = _backend(gate)
-    req = to_request(settings, backend, body, loc=[])
+    req = to_request(settings.sandbox, backend, body, loc=[])
     [result] = await admitted_run(gate, backend, [req])
     return RunOut.of(result, body.id)
 
@@ -77,10 +77,10 @@ async def run_batch(body: RunBatchIn, settings: SettingsDep, gate: AdmissionDep)
     n = len(body.items)
     if n == 0:
         raise ApiError(422, "items must hold at least one item", loc=["items"])
-    if n > settings.max_batch_items:
-        raise ApiError(413, f"batch of {n} items exceeds the limit of {settings.max_batch_items}; split it",
+    if n > settings.limits.max_batch_items:
+        raise ApiError(413, f"batch of {n} items exceeds the limit of {settings.limits.max_batch_items}; split it",
                        loc=["items"])
-    reqs = [to_request(settings, backend, item, loc=["items", i]) for i, item in enumerate(body.items)]
+    reqs = [to_request(settings.sandbox, backend, item, loc=["items", i]) for i, item in enumerate(body.items)]
     results = await admitted_run(gate, backend, reqs)
     return RunBatchOut(results=[RunOut.of(r, item.id) for r, item in zip(results, body.items)])
 

@@ -24,7 +24,7 @@ from reward_service.settings import Settings
 from sandbox.api import Limits, RunRequest
 from sandbox.languages import LANGUAGES
 
-log = logging.getLogger("reward_service.sandboxfusion")
+log = logging.getLogger(__name__)
 router = APIRouter(tags=["sandboxfusion"], dependencies=[Depends(authorize)])
 
 
@@ -34,13 +34,13 @@ def _pod() -> str | None:
 
 def _limits(settings: Settings, body: RunCodeRequest) -> Limits:
     """SandboxFusion's limits within the server caps (422 naming the field); the rest take the server defaults."""
-    caps, defaults = settings.sandbox_caps, settings.sandbox_defaults
+    caps, defaults = settings.sandbox.caps, settings.sandbox.defaults
     if body.run_timeout > caps.wall_s:
         raise ApiError(422, f"run_timeout={body.run_timeout:g} exceeds the server cap of {caps.wall_s:g}s",
                        loc=["run_timeout"])
-    if body.compile_timeout > settings.sandbox_compile_wall_s:
+    if body.compile_timeout > settings.sandbox.compile_wall_s:
         raise ApiError(422, f"compile_timeout={body.compile_timeout:g} exceeds the server's compile budget of "
-                            f"{settings.sandbox_compile_wall_s:g}s", loc=["compile_timeout"])
+                            f"{settings.sandbox.compile_wall_s:g}s", loc=["compile_timeout"])
     memory = defaults.memory_mb if body.memory_limit_MB == NO_MEMORY_LIMIT else body.memory_limit_MB
     if memory > caps.memory_mb:
         raise ApiError(422, f"memory_limit_MB={memory} exceeds the server cap of {caps.memory_mb}",
@@ -77,7 +77,8 @@ def _unavailable(backend: Any, body: RunCodeRequest) -> str:
     if ours is None:
         return f"language {body.language!r} is not offered by this server (see GET /v1/sandbox/languages)"
     if not backend.languages().get(ours):
-        info = getattr(backend, "language_info", dict)().get(ours) or {}
+        described: dict[str, dict[str, Any]] = getattr(backend, "language_info", dict)()
+        info = described.get(ours) or {}
         reason = info.get("reason") or getattr(backend, "reason", "")  # a disabled sandbox says why
         return f"language {body.language!r} is not available on this host" + (f": {reason}" if reason else "")
     return ""
@@ -99,9 +100,9 @@ async def run_code(body: RunCodeRequest, settings: SettingsDep, gate: AdmissionD
     files = _files(body)
     stdin = body.stdin or ""
     size = len(body.code) + len(stdin) + sum(len(v) for v in files.values())
-    if size > settings.sandbox_max_input_chars:
+    if size > settings.sandbox.max_input_chars:
         raise ApiError(413, f"code + stdin + files hold {size} characters, over the limit of "
-                            f"{settings.sandbox_max_input_chars}")
+                            f"{settings.sandbox.max_input_chars}")
     why = _unavailable(backend, body)
     if why:
         return RunCodeResponse.sandbox_error(why, _pod())

@@ -13,7 +13,7 @@ from reward_service.deps import AdmissionDep, SettingsDep
 from reward_service.errors import ApiError
 from reward_service.item_limits import json_chars, number_problem
 from reward_service.schemas import VerifyItemIn, VerifyRequest, VerifyResponse, VerifyResult
-from reward_service.settings import Settings
+from reward_service.settings import LimitsSettings
 from verifiers.engine import Engine, Prepared
 from verifiers.groups import group_stats
 from verifiers.registry import UnknownVerifier
@@ -58,13 +58,14 @@ def nesting_depth(value: Any) -> int:
     return deepest
 
 
-def check_limits(s: Settings, body: VerifyRequest) -> None:
+def check_limits(limits: LimitsSettings, body: VerifyRequest) -> None:
     """The batch and each item within the configured limits (413/422 naming the offending field)."""
     n = len(body.items)
     if n == 0:
         raise ApiError(422, "items must hold at least one item", loc=["items"])
-    if n > s.max_batch_items:
-        raise ApiError(413, f"batch of {n} items exceeds the limit of {s.max_batch_items}; split it", loc=["items"])
+    if n > limits.max_batch_items:
+        raise ApiError(413, f"batch of {n} items exceeds the limit of {limits.max_batch_items}; split it",
+                       loc=["items"])
     for i, item in enumerate(body.items):
         for name, value in (("reference", item.reference), ("options", item.options)):
             depth = nesting_depth(value)
@@ -76,33 +77,33 @@ def check_limits(s: Settings, body: VerifyRequest) -> None:
         if bad is not None:
             raise ApiError(422, f"items[{i}].{'.'.join(map(str, bad))} holds a lone UTF-16 surrogate, which is not "
                                 "valid Unicode text; encode the text as UTF-8", loc=["items", i, *bad])
-        if len(item.response) > s.max_response_chars:
+        if len(item.response) > limits.max_response_chars:
             raise ApiError(
                 413, f"items[{i}].response has {len(item.response)} characters, over the limit of "
-                f"{s.max_response_chars}", loc=["items", i, "response"],
+                f"{limits.max_response_chars}", loc=["items", i, "response"],
             )
         if item.reference is not None and not isinstance(item.reference, (int, float, bool)):
             size = json_chars(item.reference)
-            if size > s.max_reference_chars:
+            if size > limits.max_reference_chars:
                 raise ApiError(
-                    413, f"items[{i}].reference is {size} characters, over the limit of {s.max_reference_chars}",
+                    413, f"items[{i}].reference is {size} characters, over the limit of {limits.max_reference_chars}",
                     loc=["items", i, "reference"],
                 )
-        check_item_values(s, i, item)
+        check_item_values(limits, i, item)
 
 
-def check_item_values(s: Settings, i: int, item: VerifyItemIn) -> None:
+def check_item_values(limits: LimitsSettings, i: int, item: VerifyItemIn) -> None:
     """Ids, options and numbers of one item within the configured limits (issue 22)."""
     for name in ("id", "group"):
         value = getattr(item, name)
-        if value is not None and len(value) > s.max_id_chars:
-            raise ApiError(422, f"items[{i}].{name} has {len(value)} characters, over the limit of {s.max_id_chars}",
-                           loc=["items", i, name])
-    if item.options and (size := json_chars(item.options)) > s.max_options_chars:
-        raise ApiError(413, f"items[{i}].options is {size} characters, over the limit of {s.max_options_chars}",
+        if value is not None and len(value) > limits.max_id_chars:
+            raise ApiError(422, f"items[{i}].{name} has {len(value)} characters, over the limit of "
+                                f"{limits.max_id_chars}", loc=["items", i, name])
+    if item.options and (size := json_chars(item.options)) > limits.max_options_chars:
+        raise ApiError(413, f"items[{i}].options is {size} characters, over the limit of {limits.max_options_chars}",
                        loc=["items", i, "options"])
     for name, value in (("reference", item.reference), ("options", item.options)):
-        problem = number_problem(value, s.max_number_digits)
+        problem = number_problem(value, limits.max_number_digits)
         if problem is not None:
             at, what = problem
             raise ApiError(422, f"items[{i}].{'.'.join(map(str, (name, *at)))} {what}", loc=["items", i, name, *at])
@@ -153,7 +154,7 @@ async def run_admitted(gate: AdmissionGate, prepared: list[Prepared]) -> list[Ve
 
 @router.post("/v1/verify", response_model=VerifyResponse)
 async def verify(body: VerifyRequest, settings: SettingsDep, gate: AdmissionDep) -> VerifyResponse:
-    check_limits(settings, body)
+    check_limits(settings.limits, body)
     prepared = prepare_items(starting_engine(gate), body)
     verdicts = await run_admitted(gate, prepared)
     results = [to_result(p, v) for p, v in zip(prepared, verdicts)]
