@@ -6,7 +6,7 @@ Kept free of any backend so verifiers can code against it (the code verifier rea
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 
@@ -63,12 +63,20 @@ class RunResult:
     reason: str = ""  # for sandbox_error and limit statuses: what happened, in words
 
 
+def one_run_per_case(request: RunRequest, stdins: list[str]) -> list[RunRequest]:
+    """``run_cases`` for backends without a batch mode: one ordinary run per stdin (``run_many`` them)."""
+    return [replace(request, stdin=stdin) for stdin in stdins]
+
+
 class Backend(Protocol):
     name: str
 
     async def run(self, request: RunRequest) -> RunResult: ...
 
     async def run_many(self, requests: list[RunRequest]) -> list[RunResult]: ...
+
+    # The program once per stdin, each result as if run alone with ``request.limits`` (stdin/stdout test cases).
+    async def run_cases(self, request: RunRequest, stdins: list[str]) -> list[RunResult]: ...
 
     def languages(self) -> dict[str, bool]: ...  # language -> available on this host
 

@@ -80,7 +80,8 @@ class BwrapConfig:
     collect_bytes: int = 1 << 20
     languages: list[str] | None = None  # None: every known language whose toolchain exists
     memory_cgroup: str = "auto"
-    refill_parallel: int = 0  # warm sandboxes started at once when refilling; 0 means the CPU cores  # "auto": use one where the host allows; "off"; or the path of a delegated cgroup
+    refill_parallel: int = 0  # warm sandboxes started at once when refilling; 0 means the CPU cores
+    batch_budget_s: float = 5.0  # run_cases: no new case starts in a sandbox after this; the rest take a new turn  # "auto": use one where the host allows; "off"; or the path of a delegated cgroup
 
     def __post_init__(self) -> None:
         self.caps = self.caps or Limits(wall_s=60, cpu_s=60, memory_mb=4096, processes=256, file_size_mb=256,
@@ -204,6 +205,7 @@ class _Sandbox:
         self.uid = uid
         self.group = group
         self.supervisor: int | None = None  # a pidfd of the supervisor, the sandbox's pid 1
+        self.oom_seen = 0  # the memory cgroup's OOM kills already accounted for (batch cases, one by one)
 
     def find_supervisor(self) -> None:
         """Hold a pidfd of bwrap's child. The supervisor runs under another uid, so bwrap (which keeps no CAP_KILL)
@@ -348,7 +350,7 @@ class BwrapBackend:
     async def run(self, request: RunRequest) -> RunResult:
         started = time.perf_counter()
         try:
-            result = await self._run(request)
+            result = (await self._run(request))[1]
         except Exception as exc:
             log.exception("sandbox failure")
             result = RunResult(RunStatus.SANDBOX_ERROR, reason=f"sandbox failure: {type(exc).__name__}: {exc}")
@@ -365,6 +367,26 @@ class BwrapBackend:
             return list(await asyncio.gather(*(self.run(r) for r in requests)))
         finally:
             run_source.reset(token)
+
+    async def run_cases(self, request: RunRequest, stdins: list[str]) -> list[RunResult]:
+        """The program once per stdin, each run with ``request.limits`` as if alone, but compiled once and started
+        from one sandbox per batch (``_run_cases`` in the supervisor): a sandbox takes new cases until
+        ``batch_budget_s`` is spent, then gives its slot back and the rest wait for their next turn. Between cases
+        every process the program left is killed; files it wrote in its work dir stay for the next case."""
+        results: list[RunResult] = []
+        while len(results) < len(stdins):
+            try:
+                batch, outcome = await self._run(request, stdins[len(results):])
+            except Exception as exc:
+                log.exception("sandbox failure")
+                batch, outcome = [], RunResult(RunStatus.SANDBOX_ERROR, reason=f"sandbox failure: {exc}")
+            results += batch
+            if not batch or outcome.status in (RunStatus.COMPILE_ERROR, RunStatus.SANDBOX_ERROR):
+                # the program cannot run (or the sandbox failed): every case left says so
+                if outcome.status is RunStatus.SANDBOX_ERROR or not batch:
+                    self.stats["sandbox_errors"] += 1
+                results += [outcome] * (len(stdins) - len(results))
+        return results
 
     async def close(self) -> None:
         self._closed = True
@@ -500,7 +522,8 @@ class BwrapBackend:
 
     # --- one run ----------------------------------------------------------------------------------------------
 
-    def _job(self, request: RunRequest, lang: ResolvedLanguage, limits: Limits, stdin: bytes) -> dict[str, object]:
+    def _job(self, request: RunRequest, lang: ResolvedLanguage, limits: Limits, stdin: bytes,
+             cases: list[int] | None = None) -> dict[str, object]:
         c = self.config
         spec = lang.spec
         src = spec.file_for(request.code)
@@ -515,6 +538,8 @@ class BwrapBackend:
             "files": {**request.files, src: request.code},
             "source_file": src,
             "stdin_bytes": len(stdin),
+            "cases": cases,  # batch mode: each case's share of stdin (bytes), in order
+            "batch_budget_s": c.batch_budget_s,
             "args": list(request.args),
             "env": {**self._env, **dict(spec.env)},
             "limits": lim,
@@ -532,22 +557,25 @@ class BwrapBackend:
             "await_go": bool(spec.compile) and self._cgroups is not None,
         }
 
-    async def _run(self, request: RunRequest) -> RunResult:
+    async def _run(self, request: RunRequest, stdins: list[str] | None = None) -> tuple[list[RunResult], RunResult]:
+        """One sandbox: (each case's result in batch mode, the run's own result; for a single run, the program's)."""
         name = canonical_name(request.language)
         lang = self._langs.get(name)
         if lang is None:
             raise ValueError(f"unknown language {request.language!r}")  # callers validate first; see check_request
         if not lang.available:
-            return RunResult(RunStatus.SANDBOX_ERROR, reason=f"{name} is not available on this host: {lang.reason}")
+            return [], RunResult(RunStatus.SANDBOX_ERROR, reason=f"{name} is not available on this host: {lang.reason}")
         problem = files_problem(list(request.files), program=lang.spec.file_for(request.code)) or next(
             (p for p in map(path_problem, request.collect) if p), "")
         if problem:  # the HTTP edge answers these with a 422; a library caller gets the same words
-            return RunResult(RunStatus.SANDBOX_ERROR, reason=f"invalid request: {problem}")
+            return [], RunResult(RunStatus.SANDBOX_ERROR, reason=f"invalid request: {problem}")
         limits = clamp(request.limits, self.config.caps)
-        stdin = request.stdin.encode()
-        job = self._job(request, lang, limits, stdin)
+        inputs = [request.stdin.encode()] if stdins is None else [s.encode() for s in stdins]
+        stdin = b"".join(inputs)
+        job = self._job(request, lang, limits, stdin, None if stdins is None else [len(i) for i in inputs])
         data = marshal.dumps(job)  # the supervisor is this interpreter: its format, and no imports to read it
         payload = len(data).to_bytes(8, "little") + data + stdin  # stdin raw, behind the job: see _stdin_memfd
+        cases: list[RunResult] | None = None if stdins is None else []
         marks: dict[str, float] = {"admitted": time.perf_counter()}
         async with self._slots.hold(run_source.get() or object()):
             self.stats["runs"] += 1
@@ -555,7 +583,9 @@ class BwrapBackend:
             box = await self._take()
             marks["taken"] = time.perf_counter()
             try:
-                return await self._execute(box, payload, limits, compiled=bool(lang.spec.compile), marks=marks)
+                result = await self._execute(box, payload, limits, compiled=bool(lang.spec.compile), marks=marks,
+                                             cases=cases)
+                return cases or [], result
             finally:
                 await self._release(box)
                 marks["released"] = time.perf_counter()
@@ -574,8 +604,11 @@ class BwrapBackend:
         return memory + limits.disk_mb + OVERHEAD_MB
 
     async def _execute(self, box: _Sandbox, job: bytes, limits: Limits, compiled: bool,
-                       marks: dict[str, float] | None = None) -> RunResult:
+                       marks: dict[str, float] | None = None, cases: list[RunResult] | None = None) -> RunResult:
+        """Hand the job over and wait for the report; in batch mode (``cases``), each case's report is appended to
+        ``cases`` as it arrives, and the clock covers the batch: its budget plus one case's wall time."""
         marks = {} if marks is None else marks
+        run_wall = limits.wall_s if cases is None else self.config.batch_budget_s + limits.wall_s + 5.0
         proc = box.proc
         assert proc.stdin and proc.stdout and proc.stderr
         overflow = asyncio.Event()
@@ -615,7 +648,8 @@ class BwrapBackend:
                 if line == b"C\n":
                     if awaiting_go and box.group is not None:
                         # the compiler is done: the program gets its own (lower) limit before its first instruction
-                        compile_oom = box.group.oom_kills() > 0
+                        box.oom_seen = box.group.oom_kills()
+                        compile_oom = box.oom_seen > 0
                         cgroup_mb = self._memory_limit_mb(limits, compiling=False)
                         try:
                             box.group.set_limit(cgroup_mb << 20)
@@ -628,7 +662,13 @@ class BwrapBackend:
                             await proc.stdin.drain()
                         proc.stdin.close()
                     run_started = time.perf_counter()
-                    deadline = run_started + limits.wall_s
+                    deadline = run_started + run_wall
+                    continue
+                if cases is not None and line.startswith(b'{"phase":"case"'):
+                    case = await self._case(box, json.loads(line), limits, cgroup_mb)
+                    if case is None:
+                        break
+                    cases.append(case)
                     continue
                 if line.strip():
                     marks["reported"] = time.perf_counter()
@@ -676,20 +716,41 @@ class BwrapBackend:
             # the sandbox failing, never the program's verdict.
             return RunResult(RunStatus.SANDBOX_ERROR, stdout=out, stderr=err, wall_ms=wall_ms,
                              reason="the sandbox's supervisor exited without a report")
-        rep = report or {}
-        observed = Observed(
-            exit_code=rep.get("exit_code"), signal=rep.get("signal"),  # type: ignore[arg-type]
-            cpu_ms=float(rep.get("cpu_ms", 0.0)), max_rss_kb=int(rep.get("max_rss_kb", 0)),  # type: ignore[arg-type]
-            stderr=err, stdout_tail=out[-2000:], timed_out=timed_out, output_exceeded=truncated,
-            oom_killed=oom_killed, cgroup_limit_mb=cgroup_mb,
-        )
-        status, reason = classify(observed, limits)
-        return RunResult(
-            status, exit_code=observed.exit_code, signal=observed.signal if not (timed_out or oom_killed) else 9,
-            stdout=out, stderr=err, wall_ms=wall_ms, cpu_ms=observed.cpu_ms, max_rss_kb=observed.max_rss_kb,
-            truncated=truncated, compile_output=str(rep.get("compile_output", "")),
-            files=dict(rep.get("files") or {}), reason=reason,  # type: ignore[arg-type]
-        )
+        return _classified(report or {}, out, err, truncated, wall_ms, limits, timed_out=timed_out,
+                           oom_killed=oom_killed, cgroup_mb=cgroup_mb)
+
+    async def _case(self, box: _Sandbox, header: dict[str, object], limits: Limits, cgroup_mb: int) -> RunResult | None:
+        """One batch case: its header, then its raw stdout and stderr; an OOM kill since the last case is its own."""
+        try:
+            out = await box.result.readexactly(int(header["out"]))  # type: ignore[call-overload]
+            err = await box.result.readexactly(int(header["err"]))  # type: ignore[call-overload]
+        except (asyncio.IncompleteReadError, KeyError, TypeError, ValueError):
+            return None
+        oom = False
+        if box.group is not None:
+            kills = box.group.oom_kills()
+            oom, box.oom_seen = kills > box.oom_seen, kills
+        return _classified(header, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
+                           bool(header.get("output_exceeded")), float(header.get("wall_ms", 0.0)),  # type: ignore[arg-type]
+                           limits, timed_out=bool(header.get("timed_out")), oom_killed=oom, cgroup_mb=cgroup_mb)
+
+
+def _classified(rep: dict[str, object], out: str, err: str, truncated: bool, wall_ms: float, limits: Limits, *,
+                timed_out: bool, oom_killed: bool, cgroup_mb: int) -> RunResult:
+    """What the supervisor saw of one program process, named (``sandbox.outcome.classify``)."""
+    observed = Observed(
+        exit_code=rep.get("exit_code"), signal=rep.get("signal"),  # type: ignore[arg-type]
+        cpu_ms=float(rep.get("cpu_ms", 0.0)), max_rss_kb=int(rep.get("max_rss_kb", 0)),  # type: ignore[arg-type]
+        stderr=err, stdout_tail=out[-2000:], timed_out=timed_out, output_exceeded=truncated,
+        oom_killed=oom_killed, cgroup_limit_mb=cgroup_mb,
+    )
+    status, reason = classify(observed, limits)
+    return RunResult(
+        status, exit_code=observed.exit_code, signal=observed.signal if not (timed_out or oom_killed) else 9,
+        stdout=out, stderr=err, wall_ms=wall_ms, cpu_ms=observed.cpu_ms, max_rss_kb=observed.max_rss_kb,
+        truncated=truncated, compile_output=str(rep.get("compile_output", "")),
+        files=dict(rep.get("files") or {}), reason=reason,  # type: ignore[call-overload]
+    )
 
 
 def _supervisor_marks(report: dict[str, object], marks: dict[str, float]) -> None:

@@ -13,7 +13,7 @@ import shlex
 import time
 from dataclasses import dataclass
 
-from sandbox.api import Limits, RunRequest, RunResult, RunStatus
+from sandbox.api import Limits, RunRequest, RunResult, RunStatus, one_run_per_case
 from sandbox.limits import clamp
 from sandbox.outcome import Observed, classify
 
@@ -82,6 +82,9 @@ class DockerBackend:
 
     async def run_many(self, requests: list[RunRequest]) -> list[RunResult]:
         return list(await asyncio.gather(*(self.run(r) for r in requests)))
+
+    async def run_cases(self, request: RunRequest, stdins: list[str]) -> list[RunResult]:
+        return await self.run_many(one_run_per_case(request, stdins))
 
     async def close(self) -> None:
         self.client.close()

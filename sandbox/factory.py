@@ -5,7 +5,7 @@ import shutil
 from collections.abc import Mapping
 from typing import Any
 
-from sandbox.api import Backend, Limits, RunRequest, RunResult, RunStatus
+from sandbox.api import Backend, Limits, RunRequest, RunResult, RunStatus, one_run_per_case
 
 BACKENDS = ("bwrap", "docker", "none")
 
@@ -25,6 +25,9 @@ class UnavailableBackend:
 
     async def run_many(self, requests: list[RunRequest]) -> list[RunResult]:
         return [await self.run(r) for r in requests]
+
+    async def run_cases(self, request: RunRequest, stdins: list[str]) -> list[RunResult]:
+        return await self.run_many(one_run_per_case(request, stdins))
 
     def languages(self) -> dict[str, bool]:
         return dict(self._languages)

@@ -248,13 +248,17 @@ def _run_python_here(job):
     exec(code, main.__dict__)
 
 
-def _start_program(job, stdin_fd):
+def _start_program(job, stdin_fd, outputs=None):
+    """Fork the program; ``outputs`` (a batch's case): the pipes its stdout and stderr go to instead of ours."""
     pid = os.fork()
     if pid != 0:
         return pid
     # The child: never returns to the launcher's loop.
     try:
         os.dup2(stdin_fd, 0)
+        if outputs is not None:
+            os.dup2(outputs[0], 1)
+            os.dup2(outputs[1], 2)
         os.closerange(3, 1 << 16)
         os.chdir(WORK)
         _confine_child(job, job["limits"])
@@ -266,6 +270,103 @@ def _start_program(job, stdin_fd):
         os.write(2, f"sandbox: cannot start program: {exc}\n".encode())
         os._exit(127)
     return 0
+
+
+def _run_cases(job, inputs_fd):
+    """Batch mode: the same (compiled) program once per case, each a process of its own with the run's limits, its
+    stdin from its slice of ``inputs_fd`` and its stdout/stderr captured here. After each case every process left
+    (the program's children, setsid or not) is killed and reaped, so a case never runs beside an earlier one. Each
+    case is reported on the result fd as a header line and its raw output; no new case starts once the batch's
+    time budget is spent (the host runs the rest in another sandbox). Returns the job in a child that is to run
+    inline Python, else None."""
+    import select
+
+    limits = job["limits"]
+    budget_end = time.monotonic() + job["batch_budget_s"]
+    offset = 0
+    for index, size in enumerate(job["cases"]):
+        if index and time.monotonic() >= budget_end:
+            break
+        stdin_fd = os.memfd_create("stdin", 0)
+        copied = 0
+        while copied < size:  # kernel to kernel: the input never passes through this interpreter
+            moved = os.sendfile(stdin_fd, inputs_fd, offset + copied, size - copied)
+            if moved == 0:
+                break
+            copied += moved
+        os.lseek(stdin_fd, 0, os.SEEK_SET)
+        offset += size
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        for fd in (out_r, err_r):  # no reopening them through /proc (as for a single run's pipes, the host's)
+            os.fchmod(fd, 0)
+        started = time.monotonic()
+        pid = _start_program(job, stdin_fd, (out_w, err_w))
+        if pid == 0:
+            return job
+        for fd in (stdin_fd, out_w, err_w):
+            os.close(fd)
+        case, out, err = _watch_case(pid, (out_r, err_r), started + limits["wall_s"], limits["output_bytes"], select)
+        case.update(i=index, wall_ms=(time.monotonic() - started) * 1000.0, out=len(out), err=len(err))
+        os.write(RESULT_FD, _json(case).encode() + b"\n")
+        for data in (out, err):
+            view = memoryview(data)
+            while view:
+                view = view[os.write(RESULT_FD, view):]
+    return None
+
+
+def _watch_case(pid, pipes, deadline, cap, select):
+    """Read one case's stdout and stderr (each capped) until it exits, overruns its wall clock or its output cap;
+    then kill everything but us and reap it. Returns (report fields, stdout, stderr)."""
+    pidfd = os.pidfd_open(pid)
+    data = {fd: bytearray() for fd in pipes}
+    reading = list(pipes)
+    timed_out = over = exited = False
+    while not (exited or over):
+        left = deadline - time.monotonic()
+        ready = select.select([*reading, pidfd], [], [], max(0.0, left))[0] if left > 0 else []
+        if not ready:
+            timed_out = True
+            break
+        for fd in ready:
+            if fd == pidfd:
+                exited = True
+                continue
+            over = _take(fd, data[fd], cap, reading) or over
+    os.close(pidfd)
+    try:
+        os.kill(-1, signal.SIGKILL)  # the namespace's every process but its init (us)
+    except OSError:
+        pass
+    st, usage = _wait(pid)
+    while reading:  # every writer is dead now: read to the end
+        over = _take(reading[0], data[reading[0]], cap, reading) or over
+    while True:  # reap the orphans the kill left, so none counts against the next case's process limit
+        try:
+            os.wait4(-1, 0)
+        except ChildProcessError:
+            break
+        except InterruptedError:
+            continue
+    for fd in pipes:
+        os.close(fd)
+    code, sig = _status(st) if st is not None else (None, signal.SIGKILL)
+    case = {"phase": "case", "exit_code": code, "signal": sig, "timed_out": timed_out, "output_exceeded": over,
+            "cpu_ms": (usage.ru_utime + usage.ru_stime) * 1000.0 if usage else 0.0,
+            "max_rss_kb": usage.ru_maxrss if usage else 0}
+    return case, bytes(data[pipes[0]]), bytes(data[pipes[1]])
+
+
+def _take(fd, buf, cap, reading):
+    """One read from a case's pipe into ``buf`` (at most ``cap`` kept); True when the cap was passed."""
+    chunk = os.read(fd, 1 << 16)
+    if not chunk:
+        reading.remove(fd)
+        return False
+    room = cap - len(buf)
+    buf += chunk[:max(0, room)]
+    return len(chunk) > room
 
 
 def _collect(names, cap):
@@ -395,6 +496,12 @@ def main():
     if job.get("await_go"):
         _read_line(0)  # the host lowers the memory limit from the compiler's to the program's, then says go
     marks.append(time.monotonic())
+    if job.get("cases") is not None:
+        if _run_cases(job, stdin_fd) is not None:
+            return job  # a case's child, and the program is inline Python
+        marks.append(time.monotonic())
+        _report(report)
+        return None
     pid = _start_program(job, stdin_fd)
     if pid == 0:
         return job  # we are the child and the program is inline Python

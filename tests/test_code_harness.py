@@ -119,6 +119,16 @@ def test_stdio_float_tolerance_and_timeouts(runner: CodeRunner) -> None:
     assert statuses(v) == ["passed", "timeout"]
 
 
+def test_stdio_cases_share_sandbox_starts(runner: CodeRunner) -> None:
+    """60 cases cost a few sandbox runs (batches of run_cases), not 60; every case is still judged on its own."""
+    ref = {"cases": [{"input": f"{i}\n", "output": f"{i * i}\n"} for i in range(60)]}
+    before = runner.backend.stats["runs"]
+    v = runner.verify("n = int(input())\nprint(n * n if n != 7 else -1)\n", ref)
+    assert v.details["passed"] == 59 and statuses(v)[7] == "failed"
+    assert "expected '49'" in v.details["tests"][7]["message"]
+    assert runner.backend.stats["runs"] - before <= 6
+
+
 def test_many_completions_in_one_batch(runner: CodeRunner) -> None:
     good, bad = "def add(a, b):\n    return a + b\n", "def add(a, b):\n    return a * b\n"
     verdicts = runner.many([(good if i % 2 == 0 else bad, ADD) for i in range(24)])

@@ -1,13 +1,15 @@
 """The ``code`` verifier: unit-test rewards with per-test results and weighted partial credit.
 
 Python function/assert tests of one completion run in ONE sandbox run under the two-process harness
-(``harness.py``); stdin/stdout cases run one sandbox run per case, in parallel, and are compared here, outside the
-sandbox, so the expected output never enters it. Many completions run in parallel because the engine awaits every
+(``harness.py``); stdin/stdout cases go to the sandbox's batch mode (``run_cases``: one compile and one sandbox
+start for many cases, each case still its own process with its own limits), batches of one item in parallel, and
+are compared here, outside the sandbox, so the expected output never enters it. Many completions run in parallel because the engine awaits every
 item's ``acheck`` concurrently and the sandbox backend queues the runs.
 """
 from __future__ import annotations
 
 import ast
+import asyncio
 import json
 import secrets
 from functools import lru_cache
@@ -16,7 +18,7 @@ from typing import Any
 
 from pydantic import Field
 
-from sandbox.api import Limits, RunRequest, RunResult, RunStatus
+from sandbox.api import Limits, RunRequest, RunResult, RunStatus, one_run_per_case
 from sandbox.fairslots import run_source
 from verifiers.base import BaseOptions, Verifier
 from verifiers.code.extract import extract_program
@@ -28,6 +30,7 @@ from verifiers.types import InvalidReference, Verdict
 
 MESSAGE_CHARS = 300
 STARTUP_S = 5.0  # judge + candidate interpreter start-up, on top of the tests' own budgets
+CASES_PER_BATCH = 25  # stdin cases of one item per run_cases call; the calls of one item run in parallel
 
 
 class CodeOptions(BaseOptions):
@@ -145,22 +148,37 @@ class Code(Verifier[CodeOptions]):
 
     async def _run_cases(self, sandbox: Any, plan: TestPlan, program: str, options: CodeOptions) -> list[dict] | Verdict:
         timeout = plan.timeout_s or options.test_timeout_s
-        limits = Limits(wall_s=timeout, cpu_s=timeout, memory_mb=options.memory_mb)
-        requests = [RunRequest(code=program, language=plan.language, stdin=c.input, limits=limits) for c in plan.cases]
+        request = RunRequest(code=program, language=plan.language,
+                             limits=Limits(wall_s=timeout, cpu_s=timeout, memory_mb=options.memory_mb))
+        inputs = [c.input for c in plan.cases]
+        groups = [inputs[i:i + CASES_PER_BATCH] for i in range(0, len(inputs), CASES_PER_BATCH)]
         if options.stop_on_first_failure:
             results: list[RunResult] = []
-            for request, case in zip(requests, plan.cases):
-                results.append(await sandbox.run(request))
-                if _case_outcome(results[-1], case.output, plan)["status"] != "passed":
+            for group in groups:
+                results += await _run_group(sandbox, request, group)
+                first = next((i for i, (r, c) in enumerate(zip(results, plan.cases))
+                              if _case_outcome(r, c.output, plan)["status"] != "passed"), None)
+                if first is not None:
+                    results = results[:first + 1]  # cases after the first failure count as skipped, run or not
                     break
         else:
-            results = await sandbox.run_many(requests)
+            results = [r for part in await asyncio.gather(*(_run_group(sandbox, request, g) for g in groups))
+                       for r in part]
         broken = next((r for r in results if r.status == RunStatus.SANDBOX_ERROR), None)
         if broken is not None:
             return Verdict.unavailable(f"sandbox error: {broken.reason or broken.stderr[-300:]}")
         outcomes = [_case_outcome(r, c.output, plan) for r, c in zip(results, plan.cases)]
         skipped = {"status": "skipped", "message": "not run: stopped at the first failure"}
         return outcomes + [dict(skipped) for _ in range(plan.count - len(outcomes))]
+
+
+async def _run_group(sandbox: Any, request: RunRequest, stdins: list[str]) -> list[RunResult]:
+    """Cases of one item through the backend's batch mode (one compile, one sandbox start per batch); a backend
+    without one runs each case alone."""
+    run_cases = getattr(sandbox, "run_cases", None)
+    if run_cases is not None:
+        return list(await run_cases(request, stdins))
+    return list(await sandbox.run_many(one_run_per_case(request, stdins)))
 
 
 def _nonce_records(stdout: str, nonce: str) -> list[dict]:
