@@ -33,6 +33,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from importlib.metadata import version
+from typing import Any
 
 import sympy
 import sympy.functions.elementary.trigonometric as sympy_trig
@@ -81,8 +82,9 @@ class _Refuse(Exception):
     """The text is outside the fast grammar (not an error: the full parser decides)."""
 
 
-class _Raise(ErrorListener):
-    def syntaxError(self, recognizer, offendingSymbol, line, column, msg, e):
+class _Raise(ErrorListener):  # type: ignore[misc]  # antlr4 ships no type stubs: ErrorListener is Any
+    def syntaxError(self, recognizer: Any, offendingSymbol: Any, line: int, column: int, msg: str,
+                    e: Any) -> None:
         raise _Refuse
 
 

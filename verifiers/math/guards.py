@@ -97,7 +97,8 @@ def log10_size(expr: sympy.Basic) -> float:
         e_val = _num(exp)
         if e_val is None:
             e_val = 10.0 ** e_size
-        return max(b_size, 1.0) * (abs(e_val) + 1)
+        size: float = max(b_size, 1.0) * (abs(e_val) + 1)  # e_val may be a sympy number: no float() overflow
+        return size
     if isinstance(expr, (sympy.factorial, sympy.gamma, sympy.factorial2, sympy.subfactorial)):
         n = _num(expr.args[0])
         if n is None:

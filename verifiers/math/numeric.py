@@ -83,10 +83,10 @@ def parse_number(text: str) -> Number | None:
         return Number(_sign(m) * Fraction(a, b)) if b else None
     m = _MIXED.fullmatch(s)
     if m:
-        a = m.group("a") or m.group("a1") or m.group("c")
-        b = m.group("b") or m.group("b1") or m.group("d")
-        if int(b) and int(a) < int(b):
-            return Number(_sign(m) * (int(m.group("w")) + Fraction(int(a), int(b))))
+        num = int(m.group("a") or m.group("a1") or m.group("c"))
+        den = int(m.group("b") or m.group("b1") or m.group("d"))
+        if den and num < den:
+            return Number(_sign(m) * (int(m.group("w")) + Fraction(num, den)))
         return None
     m = _BASE.fullmatch(s)
     if m:

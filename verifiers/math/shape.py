@@ -46,7 +46,8 @@ def _distinct_ends(parts: list[str]) -> bool:
     if any("\\infty" in p for p in parts):
         return True
     values = [parse_number(p.strip()) for p in parts]
-    return all(v is not None for v in values) and values[0].value != values[1].value
+    present = [v for v in values if v is not None]
+    return len(present) == len(values) and present[0].value != present[1].value
 
 
 def compound_shape(text: str) -> str | None:
@@ -56,7 +57,7 @@ def compound_shape(text: str) -> str | None:
         return "tuple or interval"
     if "\\cup" in s:
         pieces = s.split("\\cup")
-        if all(_bracketed(p) and _PAIR.match(p).group(2).count(",") == 1 for p in pieces):
+        if all(_bracketed(p) and (m := _PAIR.match(p)) is not None and m.group(2).count(",") == 1 for p in pieces):
             return "union"
         return None
     m = _MATRIX.match(s)

@@ -125,7 +125,7 @@ def escape_currency(text: str) -> str:
     pair dollar signs see only real math."""
     if not _PRICE.search(text):  # currency signs come before a number; without one there is nothing to escape
         return text
-    keep = set()
+    keep: set[int] = set()
     for s in math_spans(text):
         if text.startswith("$", s.start):
             width = 2 if s.display else 1

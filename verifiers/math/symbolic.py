@@ -155,7 +155,7 @@ def _close(a: sympy.Basic, b: sympy.Basic, tol: sympy.Float) -> bool | None:
     if a.has(sympy.zoo, sympy.nan) or b.has(sympy.zoo, sympy.nan):
         return None
     if a.has(sympy.oo, -sympy.oo) or b.has(sympy.oo, -sympy.oo):
-        return a == b
+        return bool(a == b)
     diff = abs(sympy.N(a - b, _PREC))
     scale = max(abs(sympy.N(a, _PREC)), abs(sympy.N(b, _PREC)), sympy.Float("1e-30"))
     return bool(diff <= tol * scale)
@@ -191,7 +191,7 @@ def exprs_equal(gold: sympy.Basic, pred: sympy.Basic, rel_tol: float) -> bool:
         if g_size <= MAX_EXACT_DIGITS and p_size <= MAX_EXACT_DIGITS:
             g_ex, p_ex = _exact_rational(gold), _exact_rational(pred)
             if g_ex is not None and p_ex is not None:
-                return g_ex == p_ex
+                return bool(g_ex == p_ex)
         close = _close(_evaluate(gold, None), _evaluate(pred, None), tol)
         return bool(close)
     symbols = sorted(g_syms, key=lambda s: s.name)
@@ -225,7 +225,7 @@ def _structural(gold: sympy.Basic, pred: sympy.Basic) -> bool:
     trees small enough for it (``MAX_SIMPLIFY_OPS``; a larger difference is not proven zero)."""
     try:
         difference = gold - pred
-        return sympy.count_ops(difference) <= MAX_SIMPLIFY_OPS and sympy.simplify(difference) == 0
+        return bool(sympy.count_ops(difference) <= MAX_SIMPLIFY_OPS and sympy.simplify(difference) == 0)
     except Exception:
         return False
 
@@ -378,7 +378,7 @@ def equivalent(gold: sympy.Basic, pred: sympy.Basic, rel_tol: float) -> bool:
         g_set = gold if isinstance(gold, sympy.Set) else _as_set(gold)
         p_set = pred if isinstance(pred, sympy.Set) else _as_set(pred)
         if g_set is None or p_set is None or (g_set is gold and p_set is pred):
-            return gold == pred
+            return bool(gold == pred)
         return eq(g_set, p_set)
     if isinstance(gold, sympy.Equality) or isinstance(pred, sympy.Equality):
         return _equations_equal(gold, pred, rel_tol)
@@ -389,12 +389,12 @@ def equivalent(gold: sympy.Basic, pred: sympy.Basic, rel_tol: float) -> bool:
         if not (isinstance(gold, sympy.Rel) and isinstance(pred, sympy.Rel)):
             return False
         if not all(_scalar(a) for a in (*gold.args, *pred.args)):
-            return gold == pred  # ``x < M`` for a matrix M: no difference of sides to compare
+            return bool(gold == pred)  # ``x < M`` for a matrix M: no difference of sides to compare
         (g_q, g_strict), (p_q, p_strict) = _relation_parts(gold), _relation_parts(pred)
         return g_strict == p_strict and _proportional(g_q, p_q, positive=True)
     if isinstance(gold, sympy.Expr) and isinstance(pred, sympy.Expr):
         return exprs_equal(gold, pred, rel_tol)
-    return gold == pred
+    return bool(gold == pred)
 
 
 def _equations_equal(gold: sympy.Basic, pred: sympy.Basic, rel_tol: float) -> bool:
@@ -406,7 +406,7 @@ def _equations_equal(gold: sympy.Basic, pred: sympy.Basic, rel_tol: float) -> bo
         g_lhs, g_rhs = gold.args
         p_lhs, p_rhs = pred.args
         if not all(_scalar(a) for a in (g_lhs, g_rhs, p_lhs, p_rhs)):
-            return gold == pred  # ``v = (1, 2)^T`` against ``4x - 5y = -50``: no difference of sides to compare
+            return bool(gold == pred)  # ``v = (1, 2)^T`` against ``4x - 5y = -50``: no difference of sides to compare
         return _proportional(g_lhs - g_rhs, p_lhs - p_rhs, positive=False)
     # One side is "x = value" and the other only the value: the value is the answer.
     if g_solved and not isinstance(pred, sympy.Rel):
