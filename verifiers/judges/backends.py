@@ -121,7 +121,7 @@ class OpenAIChatBackend:
         await self._client.aclose()
 
     def _backoff(self, attempt: int) -> float:
-        ceiling = min(self.backoff_max_s, self.backoff_s * (2**attempt))
+        ceiling = min(self.backoff_max_s, self.backoff_s * (2.0**attempt))
         return ceiling * (0.5 + random.random() / 2)  # equal jitter: spread retries, keep a floor
 
     def _payload(self, messages: Messages, sampling: Sampling) -> dict[str, Any]:
@@ -265,7 +265,7 @@ class TransformersBackend:
             tokenizer.pad_token = tokenizer.eos_token
         if tokenizer.chat_template is None:
             raise ValueError(f"{self.model} has no chat template")
-        model = AutoModelForCausalLM.from_pretrained(self.model, dtype=dtype).to(device)
+        model = AutoModelForCausalLM.from_pretrained(self.model, dtype=dtype).to(device)  # type: ignore[arg-type]  # transformers stubs: .to() typed as taking a model
         model.eval()
         self._tokenizer, self._model, self._device = tokenizer, model, device
 
@@ -330,4 +330,5 @@ class TransformersBackend:
         with torch.inference_mode():
             out = self._model.generate(**enc, **kwargs)
         self.batches_run += 1
-        return tok.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+        decoded: list[str] = tok.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+        return decoded

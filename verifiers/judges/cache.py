@@ -3,6 +3,7 @@ cost one call, even when they arrive at the same moment."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 from collections import OrderedDict
@@ -50,7 +51,7 @@ class CompletionCache:
         if task is None:
             task = asyncio.ensure_future(call())
             self._inflight[key] = task
-            task.add_done_callback(lambda t, k=key: self._settle(k, t))
+            task.add_done_callback(functools.partial(self._settle, key))
             self.stats.calls += 1
             source = "call"
         else:

@@ -3,9 +3,10 @@ pre-call guards and an optional rule-based first pass (hybrid mode)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, TypeVar
 
@@ -89,7 +90,7 @@ def yes_vote(values: list[bool]) -> tuple[bool, float]:
 class JudgeVerifier(Verifier[JudgeOptions]):
     execution = "async"
     default_timeout_s: ClassVar[float] = 120.0
-    Options = JudgeOptions
+    Options: ClassVar[type[BaseOptions]] = JudgeOptions  # each judge names its JudgeOptions subclass
 
     def guard(self, response: str, options: JudgeOptions, **kw: Any) -> GuardResult:
         return check_response(response, max_chars=options.max_response_chars, injection=options.injection,
@@ -225,7 +226,7 @@ def _criteria(reference: Any, key: str) -> tuple[list[Criterion], str | None]:
     if not isinstance(reference, list) or not reference:
         raise InvalidReference(f"reference must be a non-empty list of criteria or {{\"{key}\": [...]}}")
     try:
-        items = [Criterion(text=c) if isinstance(c, str) else Criterion.model_validate(c) for c in reference]
+        items = [Criterion.model_validate({"text": c} if isinstance(c, str) else c) for c in reference]
     except ValidationError as exc:
         raise InvalidReference(f"bad criterion: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}") from None
     for i, c in enumerate(items):
@@ -236,6 +237,11 @@ def _criteria(reference: Any, key: str) -> tuple[list[Criterion], str | None]:
     return items, question
 
 
+def _marks(out: str, ids: Sequence[str]) -> dict[str, CriterionMark]:
+    """The criterion marks of one judge output (the parser for a group of criteria)."""
+    return parse_criteria(out, ids)[0]
+
+
 async def mark_criteria(
     ctx: Context, options: RubricOptions, text: str, criteria: list[Criterion], question: str | None
 ) -> tuple[list[dict[str, Any]], Ballots]:
@@ -244,7 +250,7 @@ async def mark_criteria(
     groups = [pairs[i:i + 1] for i in range(len(pairs))] if options.per_criterion_calls else [pairs]
     results = await asyncio.gather(*(
         ask(ctx, options, prompts.criteria_messages(text, group, question),
-            lambda out, ids=[cid for cid, _ in group]: parse_criteria(out, ids)[0])
+            functools.partial(_marks, ids=[cid for cid, _ in group]))
         for group in groups
     ))
     merged = Ballots()
