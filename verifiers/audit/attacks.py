@@ -51,8 +51,8 @@ def gold_text(reference: Any) -> str:
 
 def entry_point(reference: Any) -> str:
     """The function a code reference tests: an explicit ``entry_point``, else the first name called in an assert."""
-    if isinstance(reference, dict) and isinstance(reference.get("entry_point"), str):
-        return reference["entry_point"]
+    if isinstance(reference, dict) and isinstance(name := reference.get("entry_point"), str):
+        return name
     match = re.search(r"assert\s+(?:not\s+)?\(?\s*([A-Za-z_]\w*)\s*\(", json.dumps(reference, default=str))
     if match and match.group(1) not in ("candidate", "isinstance", "abs", "len", "set", "sorted", "math"):
         return match.group(1)

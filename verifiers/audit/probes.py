@@ -25,7 +25,7 @@ def generate(
         raise AuditInputError(f"unknown probe families {unknown}; known: {', '.join(FAMILIES)}")
     rng = random.Random(seed)
     golds = [gold_text(r) for r in references]
-    out = []
+    out: list[tuple[int, str, str, str]] = []
     harness = any(f in HARNESS_FAMILIES or f == "code_harness" for f in families)
     for row, (reference, gold) in enumerate(zip(references, golds)):
         entry = entry_point(reference)

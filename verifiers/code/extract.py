@@ -39,7 +39,7 @@ def canonical_language(name: str) -> str:
 
 def _blocks(text: str) -> list[tuple[str, str]]:
     """(tag, body) of each fenced block in order; a fence closes only on the same fence characters."""
-    blocks = []
+    blocks: list[tuple[str, str]] = []
     pos = 0
     while True:
         opening = _FENCE.search(text, pos)

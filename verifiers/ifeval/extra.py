@@ -36,7 +36,7 @@ def valid_json(text: str, kw: JsonKwargs) -> bool:
     if kw.schema_ is None:
         return True
     validator = jsonschema.validators.validator_for(kw.schema_)(kw.schema_)
-    return validator.is_valid(value)
+    return bool(validator.is_valid(value))
 
 
 _FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE}

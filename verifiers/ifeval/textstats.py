@@ -267,6 +267,6 @@ def detect_language(text: str) -> str | None:
     detector = _detector_factory().create()
     detector.append(text)
     try:
-        return detector.detect()
+        return str(detector.detect())
     except langdetect.LangDetectException:
         return None

@@ -158,7 +158,7 @@ def load_model(spec: ModelSpec) -> LoadedModel:
     import torch
     import transformers
 
-    transformers.utils.logging.disable_progress_bar()  # no progress bars in the server log
+    transformers.utils.logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # transformers leaves it untyped
     started = time.perf_counter()
     device = pick_device(spec.device)
     dtype = pick_dtype(spec.dtype, device)

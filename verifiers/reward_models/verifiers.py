@@ -24,8 +24,8 @@ def prompt_of(reference: Any, explicit: str | None) -> str:
         return reference
     if isinstance(reference, dict):
         for key in ("prompt", "question", "problem"):
-            if isinstance(reference.get(key), str):
-                return reference[key]
+            if isinstance(value := reference.get(key), str):
+                return value
     return ""
 
 
