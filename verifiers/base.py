@@ -34,9 +34,9 @@ class VerifierLookup(Protocol):
 
 
 class Verifier(Generic[OptionsT]):
-    name: ClassVar[str]
+    name: str  # a class attribute; a verifier built per configuration (a named spec) sets its own
     version: ClassVar[str] = "1"
-    description: ClassVar[str] = ""
+    description: str = ""
     # Subclasses name their own model: the ``OptionsT`` their checks receive.
     Options: ClassVar[type[BaseOptions]] = BaseOptions
     execution: ClassVar[Literal["process", "async"]] = "process"

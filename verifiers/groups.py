@@ -16,6 +16,8 @@ def group_stats(groups: Sequence[str | None], scores: Sequence[float | None]) ->
             members.setdefault(gid, []).append(score)
     out: dict[str, dict[str, Any]] = {}
     for gid, values in members.items():
+        mean: float | None
+        std: float | None
         present = [v for v in values if v is not None]
         nulls = len(values) - len(present)
         if present:

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from verifiers.base import Verifier
 
-# Built-in verifier modules. Each module defines ``VERIFIERS: list[Verifier]``.
+# Built-in verifier modules. Each module defines ``VERIFIERS: list[Verifier[Any]]``.
 BUILTIN_MODULES: tuple[str, ...] = (
     "verifiers.judges",
     "verifiers.basic",
@@ -37,14 +38,14 @@ class UnknownVerifier(KeyError):
 
 class Registry:
     def __init__(self) -> None:
-        self._verifiers: dict[str, Verifier] = {}
+        self._verifiers: dict[str, Verifier[Any]] = {}
 
-    def register(self, verifier: Verifier) -> None:
+    def register(self, verifier: Verifier[Any]) -> None:
         if verifier.name in self._verifiers:
             raise ValueError(f"verifier {verifier.name!r} registered twice")
         self._verifiers[verifier.name] = verifier
 
-    def get(self, name: str) -> Verifier:
+    def get(self, name: str) -> Verifier[Any]:
         try:
             return self._verifiers[name]
         except KeyError:
@@ -53,7 +54,7 @@ class Registry:
     def __contains__(self, name: object) -> bool:
         return name in self._verifiers
 
-    def __iter__(self) -> Iterator[Verifier]:
+    def __iter__(self) -> Iterator[Verifier[Any]]:
         return iter(self._verifiers.values())
 
     def names(self) -> list[str]:

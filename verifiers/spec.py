@@ -140,10 +140,10 @@ class NamedSpec(Verifier[NamedSpecOptions]):
     default_timeout_s = 300.0
 
     def __init__(self, spec_name: str, spec: SpecOptions) -> None:
-        self.name = f"spec:{spec_name}"  # type: ignore[misc]
+        self.name = f"spec:{spec_name}"
         self.description = f"Reward spec {spec_name!r}: " + ", ".join(
             f"{c.name}={c.verifier}{' (gate)' if c.gate else f' x{c.weight:g}'}" for c in spec.components
-        )  # type: ignore[misc]
+        )
         self.spec = spec
 
     def validate(self, options: NamedSpecOptions, lookup: VerifierLookup) -> None:

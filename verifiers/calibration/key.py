@@ -9,8 +9,11 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel
+
+from verifiers.base import Verifier
 
 # BaseOptions fields that never change the raw verdict.
 NON_SEMANTIC_OPTIONS = frozenset({"timeout_s", "correction", "appeal", "noise_rates"})
@@ -32,5 +35,5 @@ def options_hash(options: BaseModel) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
-def config_key(verifier: object, options: BaseModel) -> ConfigKey:
+def config_key(verifier: Verifier[Any], options: BaseModel) -> ConfigKey:
     return ConfigKey(str(verifier.name), str(getattr(verifier, "version", "1")), options_hash(options))

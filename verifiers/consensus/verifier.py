@@ -178,7 +178,7 @@ class ConsensusVerifier(Verifier[ConsensusOptions]):
                     jobs.append((g, k, VerifyItem(wb.verifier, items[pos].item.response, wb.reference, wb.options)))
         if not jobs:
             return
-        scored = await ctx.verify_many([item for _, _, item in jobs])  # nested checks: only the consensus items are reported
+        scored = await ctx.verify_many([item for _, _, item in jobs])  # nested: not reported
         for (g, k, _), verdict in zip(jobs, scored):
             if g.failure is not None:
                 continue
@@ -251,8 +251,8 @@ class ConsensusVerifier(Verifier[ConsensusOptions]):
             elif vote_at in members:
                 out.append(self._final(verdict, Verdict.ok(1.0, "agrees with the group's majority answer"),
                                        {**summary, **own}))
-            elif g.votes[vote_at].several and t.representatives[0].kind != SET:  # hedging, as math would say
-                out.append(self._final(verdict, Verdict.rejected(g.votes[vote_at].several, method="hedging"),
+            elif (several := g.votes[vote_at].several) and t.representatives[0].kind != SET:  # hedging, as math says
+                out.append(self._final(verdict, Verdict.rejected(several, method="hedging"),
                                        {**summary, **own}))
             else:
                 out.append(self._final(verdict, Verdict.ok(0.0, "differs from the group's majority answer"),
