@@ -1,10 +1,13 @@
 """Code verifier throughput: every HumanEval + MBPP reference program scored through ``POST /v1/verify`` on the
 real server, next to the same programs run the way verl drives SandboxFusion (one sandbox call per test, pass =
 exit 0) against the same server's ``/v1/sandbox/run``, and next to bare ``subprocess.run([python, "-c", script])``
-calls (no isolation, no server) at ``--parallel``, all in the same run. Prints programs/s, tests/s and the ratios.
+calls (no isolation, no server) at ``--parallel``, all in the same run. Prints programs/s, tests/s and the ratios,
+then where one item's time goes (``--breakdown N``: the first N items one at a time, in-process): the sandbox's
+phases per run, the CPU the harness program used (judge + candidate, from the run's rusage) and what one bare
+``python -c`` script costs in CPU, so the comparison holds on a machine others share.
 
     python -m benchmarks.code_throughput [--dataset humaneval|all] [--limit N] [--batch 64] [--concurrency 32]
-                                         [--parallel 8]
+                                         [--parallel 8] [--breakdown 40]
 """
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import argparse
 import asyncio
 import gzip
 import json
+import resource
 import subprocess
 import sys
 import time
@@ -96,6 +100,59 @@ def bare(rows: list, parallel: int) -> tuple[float, int, int]:
     return time.perf_counter() - start, len(scripts), sum(ok)
 
 
+def breakdown(rows: list, n: int) -> str:
+    """One item at a time through the engine and a bwrap backend in this process: sandbox phases (ms per run), the
+    harness program's CPU (judge + candidate, ms per item) and a bare ``python -c`` script's CPU (ms per script)."""
+    from sandbox.api import Limits, RunRequest
+    from sandbox.bwrap import BwrapBackend, BwrapConfig
+    from verifiers.engine import Engine
+    from verifiers.registry import build_registry
+    from verifiers.types import VerifyItem
+
+    rows = rows[:n]
+    cpu: list[float] = []
+    plain: list[float] = []
+
+    async def measure() -> dict[str, float]:
+        backend = BwrapBackend(BwrapConfig(warm_pool=2))
+        await backend.start()
+        run = backend.run
+
+        async def counted(request: Any) -> Any:
+            result = await run(request)
+            cpu.append(result.cpu_ms)
+            return result
+
+        backend.run = counted  # type: ignore[method-assign]
+        engine = Engine(build_registry(), resources={"sandbox": backend}, max_timeout_s=600)
+        items = [VerifyItem("code", p, r, {"test_timeout_s": 30}) for p, r, _ in rows]
+        await engine.verify_many(items[:2])  # warm the page cache
+        cpu.clear()
+        before = dict(backend.phase_ms)
+        for item in items:
+            await engine.verify_many([item])
+        phases = {k: v - before.get(k, 0.0) for k, v in backend.phase_ms.items()}
+        for script in (s for _, _, group in rows for s in group):  # the same tests as one plain program
+            plain.append((await run(RunRequest(code=script, limits=Limits(wall_s=30, cpu_s=30)))).cpu_ms)
+        await backend.close()
+        return phases
+
+    phases = asyncio.run(measure())
+    runs = max(1.0, phases.pop("runs", 0.0))
+    for key in ("spawn", "spawns"):
+        phases.pop(key, None)
+    scripts = [s for _, _, group in rows for s in group]
+    start = resource.getrusage(resource.RUSAGE_CHILDREN)
+    for script in scripts:
+        subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60)
+    end = resource.getrusage(resource.RUSAGE_CHILDREN)
+    bare_cpu = (end.ru_utime + end.ru_stime - start.ru_utime - start.ru_stime) * 1000.0 / max(1, len(scripts))
+    parts = ", ".join(f"{name} {ms / runs:.1f}" for name, ms in phases.items())
+    return (f"breakdown ({len(rows)} items one at a time): sandbox phases ms/run: {parts}; CPU ms per run: harness "
+            f"program (judge + candidate) {sum(cpu) / max(1, len(cpu)):.1f}, the same tests as one plain sandboxed "
+            f"program {sum(plain) / max(1, len(plain)):.1f}; bare python -c CPU {bare_cpu:.1f} ms/script")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--limit", type=int, default=None, help="first N programs only (HumanEval first)")
@@ -104,6 +161,7 @@ def main() -> None:
     parser.add_argument("--dataset", choices=("humaneval", "all"), default="all", help="HumanEval only, or + MBPP")
     parser.add_argument("--parallel", type=int, default=8, help="bare processes at once; also the server's sandbox "
                                                                   "slots and warm pool")
+    parser.add_argument("--breakdown", type=int, default=40, help="items measured one at a time (0: skip)")
     args = parser.parse_args()
     rows = load(args.limit, args.dataset)
     env = {"REWARD_SERVICE_MAX_ITEM_TIMEOUT_S": "1200", "REWARD_SERVICE_SANDBOX_MAX_CONCURRENT": str(args.parallel),
@@ -122,6 +180,8 @@ def main() -> None:
           f"{n / bare_s:.1f} programs/s  ({bare_ok}/{bare_runs} runs passed)")
     print(f"ratio (programs/s, ours / one-test-per-call): {base_s / our_s:.2f}x")
     print(f"RATIO (programs/s, ours / bare subprocess): {bare_s / our_s:.2f}x")
+    if args.breakdown:
+        print(breakdown(rows, args.breakdown))
 
 
 if __name__ == "__main__":

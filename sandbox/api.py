@@ -45,6 +45,10 @@ class RunRequest:
     files: dict[str, str] = field(default_factory=dict)  # extra files written into the work dir (relative paths)
     collect: list[str] = field(default_factory=list)  # work-dir files read back after the run (size-capped)
     limits: Limits = field(default_factory=Limits)
+    # Library callers running one fixed, trusted Python program many times (the code verifier's harness): the host
+    # compiles it once and every run skips compiling it. Never set from a request: the host must not compile
+    # untrusted code in its own process.
+    precompiled: bool = False
 
 
 @dataclass

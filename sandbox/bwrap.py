@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import glob
 import json
 import logging
@@ -44,6 +45,7 @@ log = logging.getLogger("sandbox.bwrap")
 
 LAUNCHER = Path(__file__).with_name("launcher.py")
 LAUNCHER_IN_SANDBOX = "/.sandbox/launcher.py"
+WORK_IN_SANDBOX = "/work"  # the program's work dir, where the supervisor writes its files
 HOST_MOUNTS = "/.sandbox/host"  # where non-system directories (the interpreter's prefix, toolchains) are bound
 BASE_ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -79,9 +81,9 @@ class BwrapConfig:
     compile_output_bytes: int = 64 * 1024
     collect_bytes: int = 1 << 20
     languages: list[str] | None = None  # None: every known language whose toolchain exists
-    memory_cgroup: str = "auto"
+    memory_cgroup: str = "auto"  # "auto": use one where the host allows; "off"; or the path of a delegated cgroup
     refill_parallel: int = 0  # warm sandboxes started at once when refilling; 0 means the CPU cores
-    batch_budget_s: float = 5.0  # run_cases: no new case starts in a sandbox after this; the rest take a new turn  # "auto": use one where the host allows; "off"; or the path of a delegated cgroup
+    batch_budget_s: float = 5.0  # run_cases: no new case starts in a sandbox after this; the rest take a new turn
 
     def __post_init__(self) -> None:
         self.caps = self.caps or Limits(wall_s=60, cpu_s=60, memory_mb=4096, processes=256, file_size_mb=256,
@@ -548,6 +550,8 @@ class BwrapBackend:
             "compile_output_bytes": c.compile_output_bytes,
             "run": lang.command(spec.run, request.code, limits.memory_mb, py, tools),
             "inline_python": spec.inline_python,
+            "code_object": (_compiled(request.code, f"{WORK_IN_SANDBOX}/{src}")
+                            if request.precompiled and spec.inline_python else b""),
             "python_path": self._python.site_packages,
             "collect": list(request.collect),
             "collect_bytes": c.collect_bytes,
@@ -751,6 +755,13 @@ def _classified(rep: dict[str, object], out: str, err: str, truncated: bool, wal
         truncated=truncated, compile_output=str(rep.get("compile_output", "")),
         files=dict(rep.get("files") or {}), reason=reason,  # type: ignore[call-overload]
     )
+
+
+@functools.lru_cache(maxsize=8)
+def _compiled(source: str, path: str) -> bytes:
+    """A trusted program's code object (``RunRequest.precompiled``), marshalled for the supervisor (this
+    interpreter's format)."""
+    return marshal.dumps(compile(source, path, "exec"))
 
 
 def _supervisor_marks(report: dict[str, object], marks: dict[str, float]) -> None:

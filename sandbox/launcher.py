@@ -239,8 +239,11 @@ def _run_python_here(job):
     sys.path[:] = [WORK, *[p for p in sys.path if p], *job.get("python_path", [])]
     os.environ.clear()
     os.environ.update(job["env"])
-    with open(path, "rb") as f:
-        code = compile(f.read(), path, "exec")
+    if job.get("code_object"):  # a trusted program the host compiled once (RunRequest.precompiled)
+        code = marshal.loads(job["code_object"])
+    else:
+        with open(path, "rb") as f:
+            code = compile(f.read(), path, "exec")
     main = type(sys)("__main__")
     main.__file__ = path
     main.__builtins__ = builtins

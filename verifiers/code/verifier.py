@@ -125,7 +125,7 @@ class Code(Verifier[CodeOptions]):
         }
         total = sum(timeouts) + STARTUP_S
         request = RunRequest(
-            code=harness_source(), language="python", stdin=json.dumps(job), args=plan.preload,
+            code=harness_source(), language="python", stdin=json.dumps(job), args=plan.preload, precompiled=True,
             limits=Limits(wall_s=total, cpu_s=total, memory_mb=options.memory_mb),
         )
         result: RunResult = await sandbox.run(request)
