@@ -14,6 +14,7 @@ on any event loop share it, and no httpx client is ever used from a loop it was 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
@@ -237,17 +238,17 @@ class Coalescer:
         return await batcher.submit(items)
 
     # --- from any thread or loop ---
-    def _schedule(self, coro: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
+    def _schedule(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         if self._thread.on_loop_thread():
             coro.close()
             raise RuntimeError("a coalesced call cannot be made from the coalescer's own loop thread")
-        return asyncio.run_coroutine_threadsafe(coro, self._thread.loop())  # type: ignore[return-value]
+        return asyncio.run_coroutine_threadsafe(coro, self._thread.loop())
 
     def run(self, route: str, items: list[Any], send: SendWith) -> list[Any]:
-        return self._schedule(self._submit(route, items, send)).result()  # type: ignore[attr-defined]
+        return self._schedule(self._submit(route, items, send)).result()
 
     async def arun(self, route: str, items: list[Any], send: SendWith) -> list[Any]:
-        return await asyncio.wrap_future(self._schedule(self._submit(route, items, send)))  # type: ignore[arg-type]
+        return await asyncio.wrap_future(self._schedule(self._submit(route, items, send)))
 
     def verify(self, items: Sequence[VerifyItem | Payload]) -> list[VerifyResult]:
         return [VerifyResult.from_json(r) for r in self.run("verify", [to_wire(i) for i in items], _send_verify)]
@@ -264,7 +265,7 @@ class Coalescer:
         client, self._client = self._client, None
         if client is not None and self._pid == os.getpid() and not self._thread.on_loop_thread():
             try:
-                self._schedule(client.aclose()).result(timeout=10)  # type: ignore[attr-defined]
+                self._schedule(client.aclose()).result(timeout=10)
             except Exception:
                 pass
         self._thread.stop()

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, is_dataclass
-from typing import Any, Union
+from typing import Any, Union, cast
 
 
 @dataclass
@@ -43,7 +43,8 @@ Payload = Union[Mapping[str, Any], VerifyItem, PrmItem, SandboxRun]
 
 def to_wire(item: Payload) -> dict[str, Any]:
     """A JSON-ready dict; unset optional fields are left out so the server applies its own defaults."""
-    data = asdict(item) if is_dataclass(item) and not isinstance(item, type) else dict(item)  # type: ignore[arg-type]
+    # a dataclass instance, else a mapping (the declared type; dict() also takes the pairs it always took)
+    data = asdict(item) if is_dataclass(item) and not isinstance(item, type) else dict(cast(Mapping[str, Any], item))
     return {k: v for k, v in data.items() if v is not None and not (k in ("options", "files", "collect", "args",
                                                                           "limits") and not v)}
 

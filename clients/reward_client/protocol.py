@@ -150,9 +150,9 @@ def shift_loc(exc: RequestRejected, offset: int) -> RequestRejected:
     """Re-express ``items[i]`` in a chunk's error as the caller's own index."""
     loc = exc.loc
     if offset and loc and len(loc) >= 2 and loc[0] == "items" and isinstance(loc[1], int):
-        loc = ["items", loc[1] + offset, *loc[2:]]
-        message = exc.message.replace(f"items[{exc.loc[1]}]", f"items[{loc[1]}]", 1)  # type: ignore[index]
-        return RequestRejected(exc.status_code, message, loc, exc.path)
+        shifted = ["items", loc[1] + offset, *loc[2:]]
+        message = exc.message.replace(f"items[{loc[1]}]", f"items[{shifted[1]}]", 1)
+        return RequestRejected(exc.status_code, message, shifted, exc.path)
     return exc
 
 

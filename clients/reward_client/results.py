@@ -5,19 +5,22 @@ Fields the server adds later land in ``extra`` instead of breaking old clients.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 # Statuses whose verdict carries a number (mirrors the server's table): the rest mean "no verdict", score null.
 SCORED_STATUSES = frozenset({"ok", "no_answer", "rejected"})
 
-T = TypeVar("T")
+T = TypeVar("T", bound="DataclassInstance")
 
 
 def _build(cls: type[T], data: dict[str, Any]) -> T:
-    known = {f.name for f in fields(cls)} - {"extra"}  # type: ignore[arg-type]
+    known = {f.name for f in fields(cls)} - {"extra"}
     kwargs = {k: v for k, v in data.items() if k in known}
-    extra = {k: v for k, v in data.items() if k not in known}
-    return cls(**kwargs, extra=extra)  # type: ignore[call-arg]
+    kwargs["extra"] = {k: v for k, v in data.items() if k not in known}
+    return cls(**kwargs)
 
 
 @dataclass

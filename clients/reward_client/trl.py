@@ -90,7 +90,8 @@ class _ItemBuilder:
             raise ValueError(f"column {name!r} has {len(values)} values for {n} completions")
         return values
 
-    def items(self, prompts: Sequence[Any] | None, completions: Sequence[Any], kwargs: dict[str, Any]) -> list[VerifyItem]:
+    def items(self, prompts: Sequence[Any] | None, completions: Sequence[Any],
+              kwargs: dict[str, Any]) -> list[VerifyItem]:
         n = len(completions)
         refs = self._column(kwargs, self.reference, n) if self.reference else [None] * n
         names = self._column(kwargs, self.verifier_column, n) if self.verifier_column else [self.verifier] * n
@@ -187,7 +188,8 @@ def make_reward_func(
         return _rewards(results, on_null)
 
     reward_func.__name__ = func_name
-    reward_func.client = own  # type: ignore[attr-defined]
+    # callers reach the client as reward_func.client; set through __dict__ since mypy models no function attributes
+    reward_func.__dict__["client"] = own
     return reward_func
 
 
