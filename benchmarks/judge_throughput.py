@@ -15,10 +15,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks._common import service
 from tests.fakes.openai_server import FakeOpenAI, serve
 
+CACHE, CONCURRENCY = "REWARD_SERVICE_JUDGE_CACHE_SIZE", "REWARD_SERVICE_JUDGE_MAX_CONCURRENCY"
 CONFIGS = {
-    "one uncached call at a time": {"REWARD_SERVICE_JUDGE_CACHE_SIZE": "0", "REWARD_SERVICE_JUDGE_MAX_CONCURRENCY": "1"},
-    "concurrency 16, no cache": {"REWARD_SERVICE_JUDGE_CACHE_SIZE": "0", "REWARD_SERVICE_JUDGE_MAX_CONCURRENCY": "16"},
-    "cache + concurrency 16": {"REWARD_SERVICE_JUDGE_CACHE_SIZE": "10000", "REWARD_SERVICE_JUDGE_MAX_CONCURRENCY": "16"},
+    "one uncached call at a time": {CACHE: "0", CONCURRENCY: "1"},
+    "concurrency 16, no cache": {CACHE: "0", CONCURRENCY: "16"},
+    "cache + concurrency 16": {CACHE: "10000", CONCURRENCY: "16"},
 }
 
 

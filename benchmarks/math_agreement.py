@@ -115,14 +115,14 @@ def main() -> None:
     print(f"{len(rows)} labelled responses ({DATA.name}); FP = scored right with a wrong final answer, "
           f"FN = not scored right with a right one")
     print(f"{'source':<15}{'n':>6}  {'ours FP':>8}{'ours FN':>8}  {'MV FP':>7}{'MV FN':>7}")
+
+    def count(c: Counter[str], source: str | None) -> int:
+        return sum(c.values()) if source is None else c[source]
+
     for source in (*SOURCES, None):
         n = sum(1 for r in rows if source is None or r["source"] == source)
-
-        def count(c: Counter[str]) -> int:
-            return sum(c.values()) if source is None else c[source]
-
-        print(f"{source or 'total':<15}{n:>6}  {count(mine['fp']):>8}{count(mine['fn']):>8}  "
-              f"{count(other['fp']):>7}{count(other['fn']):>7}")
+        print(f"{source or 'total':<15}{n:>6}  {count(mine['fp'], source):>8}{count(mine['fn'], source):>8}  "
+              f"{count(other['fp'], source):>7}{count(other['fn'], source):>7}")
     statuses = Counter(o["status"] for o in ours)
     print(f"our statuses: {dict(statuses)}")
     both = sum(a == b for a, b in zip(ours_ok, mv_ok))
@@ -131,7 +131,7 @@ def main() -> None:
           f"Math-Verify {mv_s:.1f} s ({len(rows) / mv_s:,.0f} responses/s); ratio {mv_s / ours_s:.1f}x")
 
     print("rows where a verifier and the label disagree (id, label, ours status/score, Math-Verify):")
-    for row, o, t, a, b in zip(rows, ours, theirs, ours_ok, mv_ok):
+    for row, o, a, b in zip(rows, ours, ours_ok, mv_ok):
         if a != bool(row["label"]) or b != bool(row["label"]):
             print(f"  {row['id']:<20} label {row['label']}  ours {o['status']}/{o['score']}  math-verify {int(b)}  "
                   f"gold {row['reference'][:40]!r}  ours read {str(o['extracted'])[:50]!r}")
