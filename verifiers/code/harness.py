@@ -759,6 +759,7 @@ def judge_main():
     judge = Judge(job, report, spare)
     judge.run()
     report({"done": True})
+    os._exit(0)  # everything is written (unbuffered): skip the interpreter's teardown, a fifth of the run's CPU
 
 
 if __name__ == "__main__":
