@@ -724,6 +724,14 @@ def _no_dump():
         return False
 
 
+def _own_source():
+    try:
+        with open(sys.modules["__main__"].__file__, encoding="utf-8") as f:
+            return f.read()
+    except (AttributeError, KeyError, OSError, TypeError):
+        return ""
+
+
 def _read_all(fd):
     chunks = []
     while True:
@@ -740,6 +748,7 @@ def judge_main():
     sys.path[:] = [p for p in sys.path if not _untrusted_path_entry(p)]
     for name in sys.argv[1:]:  # standard modules the reference imports: loaded once, for the judge and the child
         _import_trusted(name)
+    _HARNESS_SOURCE = _own_source()  # for restarts; read while no candidate exists to have touched the work dir
     spare = fork_candidate()  # before the job (tests, nonce) exists anywhere in this process's memory
     job = json_loads(_read_all(0))
     job["path"] = candidate_path
@@ -750,7 +759,7 @@ def judge_main():
     os.set_inheritable(out, False)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     nonce = job.pop("nonce")
-    _HARNESS_SOURCE = job.pop("harness")
+    _HARNESS_SOURCE = job.pop("harness", None) or _HARNESS_SOURCE
 
     def report(record):
         os.write(out, f"{nonce} {json_dumps(record)}\n".encode())

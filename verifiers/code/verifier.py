@@ -115,7 +115,6 @@ class Code(Verifier[CodeOptions]):
         nonce = secrets.token_hex(16)
         job = {
             "nonce": nonce,
-            "harness": harness_source(),
             "program": program,
             "tests": plan.judge_code,
             "setup": plan.setup,
