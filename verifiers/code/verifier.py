@@ -3,8 +3,8 @@
 Python function/assert tests of one completion run in ONE sandbox run under the two-process harness
 (``harness.py``); stdin/stdout cases go to the sandbox's batch mode (``run_cases``: one compile and one sandbox
 start for many cases, each case still its own process with its own limits), batches of one item in parallel, and
-are compared here, outside the sandbox, so the expected output never enters it. Many completions run in parallel because the engine awaits every
-item's ``acheck`` concurrently and the sandbox backend queues the runs.
+are compared here, outside the sandbox, so the expected output never enters it. Many completions run in parallel
+because the engine awaits every item's ``acheck`` concurrently and the sandbox backend queues the runs.
 """
 from __future__ import annotations
 
