@@ -34,7 +34,8 @@ def _rows(data: Path) -> list[dict]:
     rng = random.Random(0)
     chosen_he = [t for t in he if t["task_id"] in PICKED_HUMANEVAL] + (rng.sample(he, extra) if extra else [])
     chosen_mb = [t for t in mb if t["task_id"] in PICKED_MBPP] + (rng.sample(mb, extra) if extra else [])
-    return [{"reference": humaneval_reference(t)} for t in chosen_he] + [{"reference": mbpp_reference(t)} for t in chosen_mb]
+    return ([{"reference": humaneval_reference(t)} for t in chosen_he]
+            + [{"reference": mbpp_reference(t)} for t in chosen_mb])
 
 
 def test_attacks_aim_at_what_each_reference_tests(shared_data: Path) -> None:

@@ -219,7 +219,8 @@ def test_wide_interval_warns_and_unscored_verdicts_pass_untouched(tmp_path: Path
     store.set_counts(key, Counts(tp=8, fp=1, tn=9, fn=2), "tiny")
     v = asyncio.run(engine.verify(item))
     assert v.status is Status.OK and "uncertain rate" in v.details["correction"]["warning"]
-    broken = asyncio.run(engine.verify(VerifyItem("test_noisy", "z", "not a dict", {**NOISY, "correction": "backward"})))
+    broken = asyncio.run(engine.verify(VerifyItem("test_noisy", "z", "not a dict",
+                                                  {**NOISY, "correction": "backward"})))
     assert broken.status is Status.INVALID_REFERENCE and broken.score is None
     # a judge that is down voids the appeal instead of deciding it
     v = asyncio.run(engine.verify(VerifyItem("test_noisy", "flip-me", {"truth": 0},

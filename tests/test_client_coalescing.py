@@ -22,11 +22,14 @@ from tests.test_trainer_adapters import verl_module  # noqa: F401 - the fixture,
 def requests_to(url: str, route: str = "/v1/verify") -> int:
     """How many requests to ``route`` the server at ``url`` has answered so far, any status."""
     text = httpx.get(f"{url}/metrics", timeout=30).text
-    pattern = r'^reward_requests_total\{[^}]*route="%s"[^}]*\} ([0-9.e+]+)$' % re.escape(route)
+    pattern = r'^reward_requests_total\{[^}]*route="' + re.escape(route) + r'"[^}]*\} ([0-9.e+]+)$'
     return int(sum(float(m) for m in re.findall(pattern, text, flags=re.M)))
 
 
-def test_256_concurrent_compute_score_async_calls_take_at_most_16_requests(verl_module, server: LiveServer) -> None:
+def test_256_concurrent_compute_score_async_calls_take_at_most_16_requests(
+    verl_module,  # noqa: F811 - not a redefinition: pytest injects the fixture imported above by its name
+    server: LiveServer,
+) -> None:
     answers = [f"city {i}" for i in range(256)]
 
     async def step() -> list:

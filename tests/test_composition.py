@@ -20,7 +20,8 @@ from verifiers.shaping import (
 
 THINK_SPEC = {
     "components": [
-        {"name": "format", "verifier": "format", "options": {"template": "think"}, "gate": True, "use_reference": False},
+        {"name": "format", "verifier": "format", "options": {"template": "think"}, "gate": True,
+         "use_reference": False},
         {"name": "correct", "verifier": "exact_match", "weight": 1.0, "reference_key": "answer"},
         {"name": "length", "verifier": "length", "weight": 0.5, "use_reference": False,
          "options": {"mode": "dapo", "max_length": 60, "cache_length": 20}},

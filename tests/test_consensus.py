@@ -143,7 +143,8 @@ def test_multiple_choice_letters_and_short_text() -> None:
     letters = run(group(["The answer is (B).", "**Answer: B**", "The correct option is (B)", "The answer is (C)."],
                         choice_letters=True))
     assert [v.score for v in letters] == [1.0, 1.0, 1.0, 0.0]
-    words = run(group(["The answer is Evelyn.", "The answer is \\text{Evelyn}", "The answer is evelyn", "The answer is Bob."]))
+    words = run(group(["The answer is Evelyn.", "The answer is \\text{Evelyn}", "The answer is evelyn",
+                       "The answer is Bob."]))
     assert [v.score for v in words] == [1.0, 1.0, 1.0, 0.0]
 
 
@@ -159,7 +160,8 @@ def test_real_groups_pseudo_label_is_what_members_said(shared_data: Path) -> Non
     """On real ProcessBench groups: every response consensus scores 1 is equivalent, by the math verifier, to the
     pseudo-label, and none of them is a hedge against its true reference."""
     groups = _processbench_groups(shared_data, 3)[:60]
-    items = [VerifyItem("consensus", r["response"], None, {}, group=str(g)) for g, rows in enumerate(groups) for r in rows]
+    items = [VerifyItem("consensus", r["response"], None, {}, group=str(g))
+             for g, rows in enumerate(groups) for r in rows]
     rows = [r for rows in groups for r in rows]
     verdicts = run(items)
     winners = [(r, v) for r, v in zip(rows, verdicts) if v.score == 1.0]

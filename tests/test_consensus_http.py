@@ -36,7 +36,8 @@ def test_one_request_with_every_kind_of_group(server: LiveServer) -> None:
     assert [r["score"] for r in results[:4]] == [1.0, 1.0, 1.0, 0.0]
     assert results[0]["details"]["pseudo_label"] == "\\frac{3}{4}" and results[0]["details"]["clusters"] == 2
     assert {r["status"] for r in results[4:8]} == {"no_consensus"} and all(r["score"] is None for r in results[4:8])
-    assert [(r["score"], r["details"]["reward_source"]) for r in results[8:10]] == [(1.0, "reference"), (0.0, "reference")]
+    assert [(r["score"], r["details"]["reward_source"]) for r in results[8:10]] == [(1.0, "reference"),
+                                                                                   (0.0, "reference")]
     assert [r["status"] for r in results[10:]] == ["group_too_small"] * 3
     groups = body["groups"]
     assert groups["tie"]["null_count"] == 4 and groups["spell"]["mean"] == 0.75 and groups["pair"]["null_count"] == 2

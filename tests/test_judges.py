@@ -321,7 +321,8 @@ def test_rubric_missing_criterion_in_judge_output_is_error(fake: FakeOpenAI) -> 
     assert verdict.status == Status.ERROR and verdict.score is None
 
 
-@pytest.mark.parametrize("reference", [[], "a rubric", [{"text": ""}], [{"id": "a", "text": "x"}, {"id": "a", "text": "y"}],
+@pytest.mark.parametrize("reference", [[], "a rubric", [{"text": ""}],
+                                       [{"id": "a", "text": "x"}, {"id": "a", "text": "y"}],
                                        [{"text": "x", "weight": -1}], {"criteria": [{"text": "x", "colour": "red"}]}])
 def test_bad_rubric_is_invalid_reference(fake: FakeOpenAI, reference: object) -> None:
     verdict = verify(fake.url, "rubric", "Paris", reference)
@@ -402,7 +403,7 @@ def test_llmbar_pairs_with_an_oracle_and_a_biased_judge(fake: FakeOpenAI, shared
         from tests.fakes.openai_server import _block, split_prompt
 
         _, blocks = split_prompt(messages[-1]["content"])
-        a, b = _block(blocks, "response-a"), _block(blocks, "response-b")
+        a = _block(blocks, "response-a")
         return json.dumps({"winner": "A" if a.strip() in {x.strip() for x in better} else "B"})
 
     items = [VerifyItem("pairwise", r["output_1"], {"other": r["output_2"], "question": r["input"]},

@@ -97,7 +97,8 @@ def _styles() -> dict[str, Callable[[str, str], str]]:
         "chain": lambda b, n: f"{b}\nSo x = {n} - 1 + 1 = {n}.",
         "boxed_period": lambda b, n: f"{b}\nSo the answer is \\boxed{{{n}}}.",
         "bold_dollar": lambda b, n: f"{b}\n\n**Answer: ${n}**",
-        "chat_preamble": lambda b, n: f"Great question! Let's break it down.\n\n{b}\n\nSo, the answer is: ${n}\n\nI hope this helps!",
+        "chat_preamble": lambda b, n: (f"Great question! Let's break it down.\n\n{b}\n\n"
+                                       f"So, the answer is: ${n}\n\nI hope this helps!"),
         "answer_first": lambda b, n: f"The answer is {n}.\n\nExplanation: {b}",
         "concluding_sentence": lambda b, n: f"{b}\n\nTherefore, the number we are looking for is {n}.",
         "end_of_text_junk": lambda b, n: f"{b}\n#### {n}<|endoftext|>The following is a conversation 2 3",
@@ -205,7 +206,8 @@ def test_unknowns_named_beside_the_answer_do_not_hide_it() -> None:
     ("no, there is no integer \\(n\\) such that \\(\\sqrt{n-1} + \\sqrt{n+1}\\) is rational", "\\text{No}", 1.0),
     ("No such constant exists", "$\\text{ No }$", 1.0),
     ("No, there does not exist such a field.", "There exist no such field.", 1.0),
-    ("Yes, there must exist infinitely many positive integers $n$.", "Yes, there must exist infinitely many such n.", 1.0),
+    ("Yes, there must exist infinitely many positive integers $n$.",
+     "Yes, there must exist infinitely many such n.", 1.0),
     ("\\text{Yes}", "YES", 1.0),
     ("\\text{Yes}", "\\text{There is no such polynomial.}", 0.0),
     ("No", "\\text{Yes}", 0.0),
@@ -224,7 +226,8 @@ def test_a_yes_gold_that_carries_a_value_still_needs_the_value() -> None:
 @pytest.mark.parametrize("gold,answer", [
     ("(p, q) = (3, 2)", "(3, 2)"),
     ("\\((p, q) = (3, 2)\\)", "\\boxed{(3, 2)}"),
-    ("(\\alpha, \\beta)=\\left(\\frac{3}{2}, \\frac{\\sqrt{2}}{3}\\right)", "\\left(\\frac{3}{2}, \\frac{\\sqrt{2}}{3}\\right)"),
+    ("(\\alpha, \\beta)=\\left(\\frac{3}{2}, \\frac{\\sqrt{2}}{3}\\right)",
+     "\\left(\\frac{3}{2}, \\frac{\\sqrt{2}}{3}\\right)"),
     ("AB = 4, CD = 5", "AB = 4, CD = 5"),
     ("f(x) = 1", "f(x) = 1"),
     ("f(x)=x+22", "x + 22"),
@@ -269,10 +272,13 @@ def test_golds_that_are_not_bare_values_still_reject_other_answers(gold: str, an
 # --- 4. the hedging guard: quiet on what is not a second answer, firm on several final answers ----------------------
 
 @pytest.mark.parametrize("response,gold", [
-    ("We need to fill in $3 + \\boxed{\\phantom{2}} = 5$.\nSubtracting, 5 - 3 = 2.\nSo the missing number is $\\boxed{2}$.", "2"),
-    ("What goes in the box $\\boxed{}$ so that $4 \\times \\boxed{} = 12$? Since 12/4 = 3, the answer is $\\boxed{3}$.", "3"),
+    ("We need to fill in $3 + \\boxed{\\phantom{2}} = 5$.\nSubtracting, 5 - 3 = 2.\n"
+     "So the missing number is $\\boxed{2}$.", "2"),
+    ("What goes in the box $\\boxed{}$ so that $4 \\times \\boxed{} = 12$? Since 12/4 = 3, "
+     "the answer is $\\boxed{3}$.", "3"),
     ("Which is larger: (A) 5 or (B) 7? Clearly 7 > 5, so the answer is (B).", "B"),
-    ("Apples cost $2 each and pears $3 each. She buys 4 apples for $8 and 2 pears for $6. In total she pays $14.", "14"),
+    ("Apples cost $2 each and pears $3 each. She buys 4 apples for $8 and 2 pears for $6. "
+     "In total she pays $14.", "14"),
     ("Thus $B + R = 6$, so the total is $\\boxed{6}$. This contradicts our previous conclusion. Upon closer "
      "examination, the correct total number of students is $\\boxed{7}$.", "7"),
 ])
@@ -347,7 +353,8 @@ def test_processbench_answers_per_source_no_worse_than_math_verify(shared_data: 
     with multiprocessing.get_context("spawn").Pool(2) as pool:
         theirs = [ok for ok, _ in pool.map(mv_row, [(r["response"], r["reference"]) for r in rows], chunksize=8)]
     mine, other = confusion(ours, rows), confusion(theirs, rows)
-    table = {s: (mine["fp"][s], mine["fn"][s], other["fp"][s], other["fn"][s]) for s in Counter(r["source"] for r in rows)}
+    table = {s: (mine["fp"][s], mine["fn"][s], other["fp"][s], other["fn"][s])
+             for s in Counter(r["source"] for r in rows)}
     print(f"\nProcessBench answers (ours FP, FN; Math-Verify FP, FN): {table}")
     for source, (fp, fn, mv_fp, mv_fn) in table.items():
         assert fp <= mv_fp and fn <= mv_fn, (source, table[source])

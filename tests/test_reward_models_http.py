@@ -181,7 +181,8 @@ def test_prm_and_orm_as_verifiers(rm_server: LiveServer) -> None:
     items = [
         {"id": "p", "verifier": "prm", "response": "\n\n".join(STEPS), "reference": "How many clips?",
          "options": {"model": "qwen-prm", "aggregation": "last"}},
-        {"id": "p_default", "verifier": "prm", "response": "\n\n".join(STEPS), "reference": {"prompt": "How many clips?"}},
+        {"id": "p_default", "verifier": "prm", "response": "\n\n".join(STEPS),
+         "reference": {"prompt": "How many clips?"}},
         {"id": "o", "verifier": "orm", "response": "The answer is 72.", "reference": "How many clips?"},
         {"id": "o2", "verifier": "orm", "response": "It is 71.", "reference": "How many clips?"},
         {"id": "wrongkind", "verifier": "orm", "response": "x", "options": {"model": "qwen-prm"}},
@@ -226,8 +227,8 @@ def test_readyz_stays_503_while_a_model_cannot_load(dirs: dict[str, Path], tmp_p
         assert r.status_code == 503 and "models" in r.json()["waiting_for"]
         loaded = False
         for _ in range(300):  # the good model comes up; readiness stays off because of the missing one
-            r = httpx.post(f"{url}/v1/prm/score", json={"model": "qwen-prm", "items": [{"prompt": "q", "steps": ["a"]}]},
-                           timeout=30)
+            r = httpx.post(f"{url}/v1/prm/score",
+                           json={"model": "qwen-prm", "items": [{"prompt": "q", "steps": ["a"]}]}, timeout=30)
             if r.status_code == 200:
                 loaded = True
                 break
@@ -238,8 +239,8 @@ def test_readyz_stays_503_while_a_model_cannot_load(dirs: dict[str, Path], tmp_p
         r = httpx.post(f"{url}/v1/prm/score", json={"model": "missing", "items": [{"prompt": "q", "steps": ["a"]}]},
                        timeout=30)
         assert r.status_code == 503 and "failed to load" in r.json()["detail"]
-        r = httpx.post(f"{url}/v1/verify", json={"items": [{"verifier": "exact_match", "response": "a", "reference": "a"}]},
-                       timeout=30)
+        r = httpx.post(f"{url}/v1/verify",
+                       json={"items": [{"verifier": "exact_match", "response": "a", "reference": "a"}]}, timeout=30)
         assert r.status_code == 200 and r.json()["results"][0]["score"] == 1.0  # the rest of the service works
     finally:
         proc.terminate()

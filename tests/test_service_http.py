@@ -157,7 +157,8 @@ def test_auth_off_by_default(server: LiveServer) -> None:
 
 
 def test_saturation_answers_429_then_recovers(tmp_path: Path) -> None:
-    env = {"REWARD_SERVICE_MAX_PENDING_ITEMS": "4", "REWARD_SERVICE_MAX_BATCH_ITEMS": "4", "REWARD_SERVICE_WORKERS": "1"}
+    env = {"REWARD_SERVICE_MAX_PENDING_ITEMS": "4", "REWARD_SERVICE_MAX_BATCH_ITEMS": "4",
+           "REWARD_SERVICE_WORKERS": "1"}
     with run_server(tmp_path, env) as live:
         slow = [{"verifier": "test_sleep", "response": "x", "options": {"seconds": 0.4}}] * 4
 
@@ -180,8 +181,8 @@ def test_saturation_answers_429_then_recovers(tmp_path: Path) -> None:
 
 
 def test_429_carries_retry_after(tmp_path: Path) -> None:
-    env = {"REWARD_SERVICE_MAX_PENDING_ITEMS": "2", "REWARD_SERVICE_MAX_BATCH_ITEMS": "2", "REWARD_SERVICE_WORKERS": "1",
-           "REWARD_SERVICE_RETRY_AFTER_S": "3"}
+    env = {"REWARD_SERVICE_MAX_PENDING_ITEMS": "2", "REWARD_SERVICE_MAX_BATCH_ITEMS": "2",
+           "REWARD_SERVICE_WORKERS": "1", "REWARD_SERVICE_RETRY_AFTER_S": "3"}
     with run_server(tmp_path, env) as live:
         slow = [{"verifier": "test_sleep", "response": "x", "options": {"seconds": 1.0}}] * 2
         with concurrent.futures.ThreadPoolExecutor(1) as ex:
@@ -197,7 +198,8 @@ def test_429_carries_retry_after(tmp_path: Path) -> None:
 def test_a_batch_larger_than_the_queue_is_413_not_429(tmp_path: Path) -> None:
     """Retrying cannot help a batch the admission queue can never hold: it is too large, not early."""
     item = {"verifier": "exact_match", "response": "a", "reference": "a"}
-    env = {"REWARD_SERVICE_MAX_PENDING_ITEMS": "3", "REWARD_SERVICE_MAX_BATCH_ITEMS": "3", "REWARD_SERVICE_WORKERS": "1"}
+    env = {"REWARD_SERVICE_MAX_PENDING_ITEMS": "3", "REWARD_SERVICE_MAX_BATCH_ITEMS": "3",
+           "REWARD_SERVICE_WORKERS": "1"}
     with run_server(tmp_path, env) as live:
         r = verify(live, [item] * 4)
         assert r.status_code == 413 and "limit of 3" in r.json()["detail"]
@@ -237,7 +239,8 @@ def test_lone_surrogates_are_a_422_naming_the_item(server: LiveServer, field: st
         r = c.post("/v1/verify", content=body, headers={"content-type": "application/json"})
         assert r.status_code == 422, r.text
         assert f"items[1].{field}" in r.json()["detail"] and r.json()["loc"][:3] == ["items", 1, field]
-        nested = json.dumps({"items": [{"verifier": "exact_match", "response": "a", "reference": ["ok", {"x": "\udfff"}]}]})
+        nested = json.dumps({"items": [{"verifier": "exact_match", "response": "a",
+                                        "reference": ["ok", {"x": "\udfff"}]}]})
         r = c.post("/v1/verify", content=nested, headers={"content-type": "application/json"})
         assert r.status_code == 422 and r.json()["loc"] == ["items", 0, "reference", 1, "x"]
         r = c.post("/v1/verify", json={"items": [{"verifier": "exact_match", "response": "ok", "reference": "ok"}]})

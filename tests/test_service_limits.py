@@ -55,7 +55,7 @@ def test_over_long_values_are_refused_naming_the_field(small: LiveServer, field:
     ('{"reference": {"answer": [1, 99999999999999999999999999999999999]}}', ["reference", "answer", 1]),
 ])
 def test_numbers_too_large_are_422_naming_the_field(small: LiveServer, raw: str, loc: list) -> None:
-    code, body = post(small, '{"items": [{"verifier": "math", "response": "The answer is 42.", %s}]}' % raw[1:-1])
+    code, body = post(small, '{"items": [{"verifier": "math", "response": "The answer is 42.", ' + raw[1:-1] + '}]}')
     assert code == 422, body
     assert body["loc"] == ["items", 0, *loc], body
 

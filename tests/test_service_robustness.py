@@ -135,7 +135,8 @@ def test_every_error_body_names_its_request(tmp_path) -> None:
     """4xx from routes, from validation, from the body-size limit and the token gate, and the id a client sent."""
     from tests.conftest import run_server
 
-    env = {"REWARD_SERVICE_AUTH_TOKEN": "s3cret", "REWARD_SERVICE_WORKERS": "1", "REWARD_SERVICE_MAX_BODY_BYTES": "4096"}
+    env = {"REWARD_SERVICE_AUTH_TOKEN": "s3cret", "REWARD_SERVICE_WORKERS": "1",
+           "REWARD_SERVICE_MAX_BODY_BYTES": "4096"}
     auth = {"Authorization": "Bearer s3cret"}
     with run_server(tmp_path, env) as live, live.client() as c:
         answers = [
@@ -220,7 +221,8 @@ def _hostile_bodies(n: int, seed: int = 0) -> list[str]:
 
     rng = random.Random(seed)
     atoms: list[str] = ['"x"', "null", "true", "1e309", "-1e999", "NaN", "Infinity", "12345678901234567890123456789",
-                        '"\\ud800"', '"\\udfff\\ud800"', '""', "[]", "{}", "0", "-0.0", '"\\u0000"', '"' + "a" * 5000 + '"']
+                        '"\\ud800"', '"\\udfff\\ud800"', '""', "[]", "{}", "0", "-0.0", '"\\u0000"',
+                        '"' + "a" * 5000 + '"']
 
     def value(depth: int) -> str:
         roll = rng.random()
@@ -236,9 +238,12 @@ def _hostile_bodies(n: int, seed: int = 0) -> list[str]:
     bodies = []
     for _ in range(n):
         kind = rng.random()
-        verifier = rng.choice(['"math"', '"exact_match"', '"regex"', '"nope"', '"spec"', "7", '"ifeval"', '"multiple_choice"'])
-        item = (f'{{"verifier": {verifier}, "response": {value(2)}, "reference": {value(1)}, '
-                f'"options": {rng.choice(["{}", value(1), chr(123) + chr(34) + "timeout_s" + chr(34) + ": " + rng.choice(atoms) + chr(125)])}}}')
+        verifier = rng.choice(['"math"', '"exact_match"', '"regex"', '"nope"', '"spec"', "7", '"ifeval"',
+                               '"multiple_choice"'])
+        # drawn in the order the single f-string drew them, so each seed still builds the same bodies
+        response, reference = value(2), value(1)
+        options = rng.choice(["{}", value(1), '{"timeout_s": ' + rng.choice(atoms) + "}"])
+        item = f'{{"verifier": {verifier}, "response": {response}, "reference": {reference}, "options": {options}}}'
         if kind < 0.6:
             body = f'{{"items": [{", ".join(item for _ in range(rng.randint(1, 3)))}]}}'
         elif kind < 0.8:

@@ -54,7 +54,10 @@ async def execute_all(executor, tokenizer, responses: list[str], label: str) -> 
     ))
 
 
-def test_openrlhf_http_client_against_the_route(openrlhf_server: LiveServer, tokenizer) -> None:
+def test_openrlhf_http_client_against_the_route(
+    openrlhf_server: LiveServer,  # noqa: F811 - not a redefinition: pytest injects the fixture imported above
+    tokenizer,
+) -> None:
     executor = agent.SingleTurnAgentExecutor(f"{openrlhf_server.url}/openrlhf/reward?token=tok")
     outs = asyncio.run(execute_all(executor, tokenizer, ["Paris<|im_end|>", "Lyon<|im_end|>"], "Paris"))
     assert [o["reward"] for o in outs] == [[1.0], [0.0]] and [o["scores"] for o in outs] == [[1.0], [0.0]]

@@ -63,7 +63,8 @@ def worker(tokenizer_dir: Path, server: LiveServer, name: str) -> reward_loop.Re
 def test_the_legacy_top_level_key_is_not_what_verl_09_reads(tokenizer_dir: Path) -> None:
     """verl 0.9 accepts a top-level custom_reward_function block, but its reward loop reads reward.* only."""
     config = verl_config([f"actor_rollout_ref.model.path={tokenizer_dir}",
-                          f"custom_reward_function.path={shipped.__file__}", "custom_reward_function.name=compute_score"])
+                          f"custom_reward_function.path={shipped.__file__}",
+                          "custom_reward_function.name=compute_score"])
     assert config.reward.custom_reward_function.path is None
     assert reward_loop.RewardLoopWorker(config).reward_manager.compute_score.__name__ == "default_compute_score"
 

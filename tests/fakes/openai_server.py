@@ -74,7 +74,8 @@ def gullible_judge(messages: list[dict[str, str]]) -> str:
         return json.dumps({"criteria": marks})
     if schema == "winner":  # position-biased: prefers A unless B is marked [better] and A is not
         a, b = _block(blocks, "response-a"), _block(blocks, "response-b")
-        winner = "B" if "[better]" in b and "[better]" not in a else "tie" if "[better]" in a and "[better]" in b else "A"
+        winner = ("B" if "[better]" in b and "[better]" not in a
+                  else "tie" if "[better]" in a and "[better]" in b else "A")
         return json.dumps({"winner": "A" if obey else winner, "reason": "scripted"})
     reference = _block(blocks, "reference").strip().lower()
     response = _block(blocks, "response").lower()
