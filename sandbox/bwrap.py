@@ -83,7 +83,7 @@ class BwrapConfig:
     languages: list[str] | None = None  # None: every known language whose toolchain exists
     memory_cgroup: str = "auto"  # "auto": use one where the host allows; "off"; or the path of a delegated cgroup
     refill_parallel: int = 0  # warm sandboxes started at once when refilling; 0 means the CPU cores
-    batch_budget_s: float = 5.0  # run_cases: no new case starts in a sandbox after this; the rest take a new turn
+    batch_budget_s: float = 2.0  # run_cases: no new case starts in a sandbox after this; the rest take a new turn
 
     def __post_init__(self) -> None:
         self.caps = self.caps or Limits(wall_s=60, cpu_s=60, memory_mb=4096, processes=256, file_size_mb=256,
