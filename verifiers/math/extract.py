@@ -517,7 +517,8 @@ def _is_equation(sentence: str, at: int) -> bool:
 
 
 # Words after a stated number that make it something other than the answer ("is 5 more", "is 3 times").
-_NOT_AFTER = frozenset({"more", "less", "fewer", "times", "greater", "smaller", "larger", "or", "and", "not", "than", "of", "per", "plus", "minus"})
+_NOT_AFTER = frozenset({"more", "less", "fewer", "times", "greater", "smaller", "larger", "or", "and", "not", "than",
+                        "of", "per", "plus", "minus"})
 
 
 _CONCLUSION = re.compile(r"(?:^|[.!?:]\s+|\n)\s*(?:therefore|thus|hence|so|finally|in conclusion)\b[^.!?\n]*$",

@@ -141,5 +141,6 @@ def check_size(expr: sympy.Basic) -> float:
             for limit in node.limits:
                 low, high = (_num(b) if len(limit) == 3 else None for b in limit[1:3])
                 if low is None or high is None or high - low > MAX_SERIES_TERMS:
-                    raise TooLarge(f"a {type(node).__name__.lower()} of {'unbounded or symbolic' if low is None or high is None else f'{high - low + 1:.3g}'} terms is too long to evaluate")
+                    terms = "unbounded or symbolic" if low is None or high is None else f"{high - low + 1:.3g}"
+                    raise TooLarge(f"a {type(node).__name__.lower()} of {terms} terms is too long to evaluate")
     return size

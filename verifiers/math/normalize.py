@@ -34,7 +34,8 @@ _TRAILING_UNIT = re.compile(
 )
 _TRAILING_PUNCT = re.compile(r"[\s.,;:]+$")  # not "!": it is a factorial
 # What a restated problem puts where the answer goes: \phantom{2}, \square, a blank "___", a lone "?".
-_PLACEHOLDER = re.compile(r"\\[hv]?phantom\s*\{[^{}]*\}|\\(?:square|Box|underline\{\s*\})(?![A-Za-z])|^\s*(?:_{2,}|\?)\s*$")
+_PLACEHOLDER = re.compile(r"\\[hv]?phantom\s*\{[^{}]*\}|\\(?:square|Box|underline\{\s*\})(?![A-Za-z])"
+                          r"|^\s*(?:_{2,}|\?)\s*$")
 _WS = re.compile(r"\s+")
 _THOUSANDS = re.compile(r"(?<![\d.])(\d{1,3})((?:,\d{3})+)(?![\d])")
 
@@ -340,7 +341,8 @@ def is_prose(answer: str) -> bool:
 
 
 _LESS = r"(?:<|≤|\\le(?:q|qslant)?(?![A-Za-z])|\\lt(?![A-Za-z]))"
-_CHAIN = re.compile(rf"^\s*(?P<a>[^<>=≤≥]+?)\s*(?P<l>{_LESS})\s*(?P<e>[^<>=≤≥]+?)\s*(?P<r>{_LESS})\s*(?P<b>[^<>=≤≥]+?)\s*$")
+_CHAIN = re.compile(rf"^\s*(?P<a>[^<>=≤≥]+?)\s*(?P<l>{_LESS})\s*(?P<e>[^<>=≤≥]+?)"
+                    rf"\s*(?P<r>{_LESS})\s*(?P<b>[^<>=≤≥]+?)\s*$")
 _IN_INTERVAL = re.compile(r"^\s*(?P<e>[^\[\]()]+?(?:\([^()]*\))?)\s*(?:\\in|∈)\s*(?P<i>(?:\\left)?\s*[\[(].*[\])])\s*$")
 _BARE_INTERVAL = re.compile(r"^\s*(?:\\left)?\s*[\[(][^,]+,[^,]+[\])]\s*$")
 

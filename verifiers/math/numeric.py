@@ -18,8 +18,10 @@ MAX_EXPONENT = 400
 _INT = r"\d+(?:,\d{3})*"
 _DEC = rf"(?:{_INT}(?:\.\d*)?|\.\d+)"
 _SIGN = r"(?P<sign>[+-]?)"
-_DECIMAL = re.compile(rf"{_SIGN}(?P<num>{_DEC})(?:(?:[eE]|\s*(?:\\times|\\cdot|\*|×)\s*10\s*\^)\s*\{{?(?P<exp>[+-]?\d+)\}}?)?")
-_FRAC = re.compile(r"(?P<sign>[+-]?)\\frac\s*(?:\{\s*(?P<a>[+-]?\d+)\s*\}|(?P<a1>\d))\s*(?:\{\s*(?P<b>\d+)\s*\}|(?P<b1>\d))")
+_DECIMAL = re.compile(rf"{_SIGN}(?P<num>{_DEC})"
+                      rf"(?:(?:[eE]|\s*(?:\\times|\\cdot|\*|×)\s*10\s*\^)\s*\{{?(?P<exp>[+-]?\d+)\}}?)?")
+_FRAC = re.compile(r"(?P<sign>[+-]?)\\frac\s*(?:\{\s*(?P<a>[+-]?\d+)\s*\}|(?P<a1>\d))"
+                   r"\s*(?:\{\s*(?P<b>\d+)\s*\}|(?P<b1>\d))")
 _SLASH = re.compile(r"(?P<sign>[+-]?)(?P<a>\d+)\s*/\s*(?P<b>\d+)")
 _MIXED = re.compile(
     r"(?P<sign>[+-]?)(?P<w>\d+)\s*(?:\\frac\s*(?:\{\s*(?P<a>\d+)\s*\}|(?P<a1>\d))\s*(?:\{\s*(?P<b>\d+)\s*\}|(?P<b1>\d))"
@@ -71,7 +73,8 @@ def parse_number(text: str) -> Number | None:
     m = _REPEATING.fullmatch(s)
     if m:
         fixed, rep = m.group("fixed"), m.group("rep")
-        tail = Fraction(int(fixed or "0"), 10 ** len(fixed)) + Fraction(int(rep), (10 ** len(rep) - 1) * 10 ** len(fixed))
+        tail = (Fraction(int(fixed or "0"), 10 ** len(fixed))
+                + Fraction(int(rep), (10 ** len(rep) - 1) * 10 ** len(fixed)))
         return Number(_sign(m) * (int(m.group("int") or "0") + tail))
     m = _FRAC.fullmatch(s)
     if m:

@@ -1,4 +1,5 @@
-"""Math spans of a model's output: ``$...$``, ``\\(...\\)``, ``$$...$$``, ``\\[...\\]``, with ``$`` as currency told apart.
+"""Math spans of a model's output: ``$...$``, ``\\(...\\)``, ``$$...$$``, ``\\[...\\]``, with ``$`` as currency
+told apart.
 
 Models write prices in prose ("costs $12 each, so $36") beside real inline math, and a regular expression that
 pairs any two dollar signs reads "12 each, so " as math: wrong spans, then a false hedge or a parse failure. This

@@ -45,7 +45,8 @@ _TEST_POINTS = (
 # Functions constant between integers: small fractional test points cannot tell floor(n/2) from floor(sqrt(n-1)),
 # so expressions with them are also compared at larger integers.
 _STEP_FUNCTIONS = (sympy.floor, sympy.ceiling, sympy.frac, sympy.Mod, sympy.factorial, sympy.binomial)
-_INTEGER_POINTS = tuple(tuple(sympy.Integer(v) for v in row) for row in ((7, 12, 5, 9), (23, 17, 31, 4), (50, 41, 13, 28)))
+_INTEGER_POINTS = tuple(tuple(sympy.Integer(v) for v in row)
+                        for row in ((7, 12, 5, 9), (23, 17, 31, 4), (50, 41, 13, 28)))
 _NORMALIZATION = NormalizationConfig(
     basic_latex=True, units=True, malformed_operators=True, nits=True, boxed="all", equations=False
 )

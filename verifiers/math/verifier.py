@@ -146,7 +146,8 @@ def _single_valued(expr: sympy.Basic) -> bool:
 
 
 def spellings_agree(answers: list[str], rel_tol: float) -> bool:
-    """Do several spellings state one value (``\\boxed{3}`` … "Answer: 3.0")? Then a wrong answer is wrong, not a hedge."""
+    """Do several spellings state one value (``\\boxed{3}`` … "Answer: 3.0")? Then a wrong answer is wrong, not a
+    hedge."""
     try:
         first = parse_gold(answers[0])
         return all(compare(first, a, rel_tol).equal for a in answers[1:])
@@ -285,9 +286,9 @@ def _named_list(gold: Gold, body: str, rel_tol: float) -> Decision | None:
 def _statement_value(gold: Gold, body: str, rel_tol: float) -> Decision | None:
     """The value a final statement gives, against a value gold: ``AB = 7``, ``f(2) = 5``,
     ``\\cos \\angle RPS = -24/25``, a computation ``\\text{Total} = 20 \\times 2 = 40``, a sentence with one number
-    ("Verna received $7.00 in change", "12 tomatoes"). Only ever accepts (a miss falls through to the usual comparison of the whole statement); never
-    when the gold is itself an equation or relation, and never when a side that is a number states another value
-    (``4 = 5``, ``x = 1 = 5``)."""
+    ("Verna received $7.00 in change", "12 tomatoes"). Only ever accepts (a miss falls through to the usual comparison
+    of the whole statement); never when the gold is itself an equation or relation, and never when a side that is a
+    number states another value (``4 = 5``, ``x = 1 = 5``)."""
     if gold.words is not None or equation_sides(gold.text) is not None:
         return None
     sides = equation_sides(body)
@@ -361,7 +362,8 @@ class MathVerifier(Verifier[MathOptions]):
             last = decision
         assert last is not None
         if last.method == "unparseable":
-            return Verdict.no_answer(f"the extracted answer could not be parsed: {last.note}", method=last.method, **details)
+            return Verdict.no_answer(f"the extracted answer could not be parsed: {last.note}", method=last.method,
+                                     **details)
         reason = last.note or "not equivalent to the reference"
         return Verdict.ok(0.0, reason, method=last.method, **details)
 
