@@ -15,7 +15,7 @@ interpreter (it never ran anyone's code before), so they skip interpreter start-
 As pid 1 of the sandbox's pid namespace the supervisor cannot be killed from inside (``kill -9 -1`` spares it), and
 it reaps every orphan the program leaves.
 """
-import ctypes
+import _ctypes
 import marshal
 import os
 import resource
@@ -40,7 +40,46 @@ SECCOMP_MODE_FILTER = 2
 MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 32, 4096, 16384, 1 << 18
 MNT_DETACH = 2
 
-libc = ctypes.CDLL(None, use_errno=True)
+
+
+class _CInt(_ctypes._SimpleCData):
+    _type_ = "i"
+
+
+class _CChar(_ctypes._SimpleCData):
+    _type_ = "c"
+
+
+class _CPointer(_ctypes._SimpleCData):
+    _type_ = "P"
+
+
+class _LibcFunction(_ctypes.CFuncPtr):
+    _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+    _restype_ = _CInt
+
+
+class _Libc:
+    """The C library through ``_ctypes`` alone, as ``ctypes.CDLL(None, use_errno=True)`` would give it: importing
+    ``ctypes`` itself cost a third of this interpreter's start-up, in every sandbox. Arguments are ints, bytes
+    (``char *``), None (NULL) or ``_buffer``s (a pointer to their memory)."""
+
+    def __init__(self):
+        self._handle = _ctypes.dlopen(None, _ctypes.RTLD_LOCAL)
+
+    def __getattr__(self, name):
+        function = _LibcFunction((name, self))
+        setattr(self, name, function)
+        return function
+
+
+def _buffer(data):
+    """Writable C memory holding ``data`` (kept alive by the returned object)."""
+    return type("_Buffer", (_ctypes.Array,), {"_type_": _CChar, "_length_": max(1, len(data))}).from_buffer_copy(
+        data or b"\0")
+
+
+libc = _Libc()
 
 
 class SetupError(Exception):
@@ -49,7 +88,7 @@ class SetupError(Exception):
 
 def _check(ret, what):
     if ret != 0:
-        err = ctypes.get_errno()
+        err = _ctypes.get_errno()
         raise SetupError(f"{what}: {os.strerror(err)}")
 
 
@@ -95,14 +134,6 @@ def _mount_storage(disk_bytes, inodes):
     os.chdir(WORK)
 
 
-class _CapHeader(ctypes.Structure):
-    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-
-class _CapData(ctypes.Structure):
-    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
-
-
 def _drop_capabilities():
     """Empty every capability set (bounding and ambient too), so no exec can gain one back."""
     try:
@@ -113,23 +144,22 @@ def _drop_capabilities():
     for cap in range(last + 1):
         libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
     libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
-    header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
-    data = (_CapData * 2)()
-    _check(libc.capset(ctypes.byref(header), data), "capset")
-
-
-class _SockFprog(ctypes.Structure):
-    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+    # struct __user_cap_header_struct {u32 version; int pid} (_LINUX_CAPABILITY_VERSION_3, this process), then
+    # two struct __user_cap_data_struct {u32 effective, permitted, inheritable}, all empty
+    header = _buffer((0x20080522).to_bytes(4, sys.byteorder) + (0).to_bytes(4, sys.byteorder))
+    _check(libc.capset(header, _buffer(bytes(2 * 12))), "capset")
 
 
 def _install_seccomp(program):
     """In the child, just before the program: the host-built filter (sandbox/seccomp.py)."""
     if not program:
         return
-    buf = ctypes.create_string_buffer(program, len(program))
-    prog = _SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
-    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "cannot install the seccomp filter")
+    filters = _buffer(program)
+    pointer = _ctypes.sizeof(_CPointer)  # struct sock_fprog {unsigned short len; (padding) struct sock_filter *filter}
+    fprog = _buffer((len(program) // 8).to_bytes(2, sys.byteorder) + bytes(pointer - 2)
+                    + _ctypes.addressof(filters).to_bytes(pointer, sys.byteorder))
+    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, fprog, 0, 0) != 0:
+        raise OSError(_ctypes.get_errno(), "cannot install the seccomp filter")
 
 
 def _read_line(fd):
