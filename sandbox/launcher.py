@@ -16,10 +16,10 @@ As pid 1 of the sandbox's pid namespace the supervisor cannot be killed from ins
 it reaps every orphan the program leaves.
 """
 import _ctypes
+import _signal as signal  # the C module: ``signal`` adds enum, which costs half an interpreter start-up
 import marshal
 import os
 import resource
-import signal
 import stat
 import sys
 import time
