@@ -111,6 +111,18 @@ def test_cpp_compile_error_has_no_run_result(verl_sf: ModuleType, url: str, lang
     assert "error" in compiled["stderr"]
 
 
+def test_cpp_compile_over_compile_timeout_is_a_compile_time_limit(verl_sf: ModuleType, url: str,
+                                                                   languages: dict[str, Any]) -> None:
+    """SandboxFusion's compile_timeout is enforced per request: a compile that needs several CPU seconds, sent with
+    compile_timeout=1 to a server whose own compile budget is 60 s (the default), is stopped and answered as a
+    compile TimeLimitExceeded with no run."""
+    _need(languages, "cpp")
+    from tests.test_sandbox_backend import HEAVY_TEMPLATES
+    r = _call(verl_sf, url, HEAVY_TEMPLATES, "cpp", compile_timeout=1)
+    assert (r["status"], r["run_result"]) == ("Failed", None)
+    assert r["compile_result"]["status"] == "TimeLimitExceeded" and r["compile_result"]["return_code"] is None
+
+
 @pytest.mark.parametrize("language, ours, code, stdout", [
     ("nodejs", "javascript", "const fs = require('fs'); console.log(fs.readFileSync(0, 'utf8').trim() + '!')", "hi!\n"),
     ("bash", "bash", "read x; echo \"$x!\"", "hi!\n"),
@@ -214,7 +226,7 @@ def test_bad_values_are_422_naming_the_field(server: LiveServer, patch: dict[str
 @pytest.mark.parametrize("raw", ["NaN", "Infinity", "-Infinity"])
 def test_non_finite_timeouts_are_refused(server: LiveServer, raw: str) -> None:
     for field in ("run_timeout", "compile_timeout"):
-        content = '{"code": "print(1)", "language": "python", "%s": %s}' % (field, raw)
+        content = '{"code": "print(1)", "language": "python", "' + field + '": ' + raw + "}"
         with server.client() as c:
             r = c.post("/run_code", content=content, headers={"content-type": "application/json"})
         assert r.status_code == 422 and r.json()["errors"][0]["loc"] == ["body", field], r.text

@@ -46,8 +46,9 @@ def _limits(settings: Settings, body: RunCodeRequest) -> Limits:
         raise ApiError(422, f"memory_limit_MB={memory} exceeds the server cap of {caps.memory_mb}",
                        loc=["memory_limit_MB"])
     # SandboxFusion limits wall time only; CPU time may use as much (more would be parallel threads).
-    return Limits(**{**defaults.model_dump(), "wall_s": body.run_timeout, "cpu_s": min(body.run_timeout, caps.cpu_s),
-                     "memory_mb": memory})
+    return body.with_compile_budget(Limits(**{
+        **defaults.model_dump(), "wall_s": body.run_timeout, "cpu_s": min(body.run_timeout, caps.cpu_s),
+        "memory_mb": memory}))
 
 
 def _files(body: RunCodeRequest) -> dict[str, str]:
