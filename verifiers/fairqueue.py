@@ -3,18 +3,18 @@ sending pathological ones) cannot hold back every item queued after them. Items 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
 
 
 class FairQueue(Generic[T]):
-    """Round-robin over sources; each source is first-in first-out."""
+    """Round-robin over sources (named by a string: a request's or client's key); each source is first-in first-out."""
 
     def __init__(self) -> None:
-        self._queues: dict[Hashable, deque[T]] = {}
-        self._turns: deque[Hashable] = deque()  # sources with items, in the order they are served next
+        self._queues: dict[str, deque[T]] = {}
+        self._turns: deque[str] = deque()  # sources with items, in the order they are served next
         self._size = 0
 
     def __len__(self) -> int:
@@ -23,11 +23,11 @@ class FairQueue(Generic[T]):
     def __bool__(self) -> bool:
         return self._size > 0
 
-    def sources(self) -> Iterable[Hashable]:
+    def sources(self) -> Iterable[str]:
         """The sources with items waiting."""
         return self._queues.keys()
 
-    def append(self, source: Hashable, item: T) -> None:
+    def append(self, source: str, item: T) -> None:
         queue = self._queues.get(source)
         if queue is None:
             queue = self._queues[source] = deque()
@@ -47,9 +47,9 @@ class FairQueue(Generic[T]):
             del self._queues[source]
         return item
 
-    def take_run(self, size_for: Callable[[int], int], held: Callable[[Hashable], bool],
-                 barred: Callable[[Hashable], bool] = lambda s: False,
-                 full_runs: Callable[[Hashable], bool] = lambda s: True) -> tuple[Hashable | None, list[T]]:
+    def take_run(self, size_for: Callable[[int], int], held: Callable[[str], bool],
+                 barred: Callable[[str], bool] = lambda s: False,
+                 full_runs: Callable[[str], bool] = lambda s: True) -> tuple[str | None, list[T]]:
         """Items of one source for one worker: the first source in turn that is neither ``held`` nor ``barred`` (when
         all are held, the first not barred, so a free worker idles only when every source is barred),
         ``size_for(its queue length)`` of them at most, or one where ``full_runs`` is false. One source per run, so no
@@ -70,7 +70,7 @@ class FairQueue(Generic[T]):
             del self._queues[source]
         return source, run
 
-    def push_front(self, items: Iterable[tuple[Hashable, T]]) -> None:
+    def push_front(self, items: Iterable[tuple[str, T]]) -> None:
         """Put items back at the head of their sources' queues, those sources served first (a retry after a worker
         died keeps its place)."""
         for source, item in reversed(list(items)):

@@ -36,7 +36,7 @@ class RowSpec:
             raise ValueError("give exactly one of --verifier or --verifier-field")
 
 
-class UnreadableRow(dict):  # type: ignore[type-arg]
+class UnreadableRow(dict[str, Any]):
     """An input record that could not be read as a row; it still gets an output row, carrying the problem."""
 
     def __init__(self, problem: str) -> None:

@@ -170,7 +170,7 @@ def _plain_math_tail(line: str) -> bool:
         return False
     prefix = line[:line.rfind(tail)]
     word = re.search(r"([A-Za-z]+)[\s:,]+$", prefix)  # "get 6 - 5i", never "sqrt(1/n)" (a function's name)
-    return bool(word) and word.group(1).lower() not in _FUNCTION_NAMES
+    return word is not None and word.group(1).lower() not in _FUNCTION_NAMES
 
 
 _FUNCTION_NAMES = frozenset((*PLAIN_FUNCS, "sqrt", "pi"))
