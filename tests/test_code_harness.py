@@ -84,7 +84,8 @@ def test_objects_classes_and_setup_code_work_through_handles(runner: CodeRunner)
     program = (
         "class Node:\n    def __init__(self, v):\n        self.v, self.left, self.right = v, None, None\n"
         "def height(n):\n    return 0 if n is None else 1 + max(height(n.left), height(n.right))\n"
-        "class Counter:\n    def __init__(self):\n        self.n = 0\n    def inc(self):\n        self.n += 1\n        return self.n\n"
+        "class Counter:\n    def __init__(self):\n        self.n = 0\n"
+        "    def inc(self):\n        self.n += 1\n        return self.n\n"
         "def gen(k):\n    yield from range(k)\n"
     )
     reference = {
@@ -174,7 +175,8 @@ def test_objects_that_equal_everything_do_not_pass(runner: CodeRunner, program: 
 
 PATCH_ATTACKS = {
     "builtins patched": (
-        "import builtins\nbuiltins.isinstance = lambda *a: True\nbuiltins.AssertionError = type('E', (BaseException,), {})\n"
+        "import builtins\nbuiltins.isinstance = lambda *a: True\n"
+        "builtins.AssertionError = type('E', (BaseException,), {})\n"
         "builtins.print = lambda *a, **k: None\nbuiltins.len = lambda x: 0\n__builtins__ = {}\n"
         "def add(a, b): return 0\ndef oracle(): return 0\n"
     ),
@@ -250,7 +252,8 @@ def test_the_tests_cannot_be_read_by_the_candidate(runner: CodeRunner) -> None:
         "    return None if at < 0 else data[at:at + 30].decode('latin-1')\n"
         "def oracle():\n"
         "    paths = glob.glob('/proc/*/mem') + glob.glob('/proc/*/fd/*') + glob.glob('/proc/*/environ')\n"
-        "    paths += glob.glob('/proc/*/cmdline') + glob.glob('/work/**', recursive=True) + glob.glob('/tmp/**', recursive=True)\n"
+        "    paths += glob.glob('/proc/*/cmdline') + glob.glob('/work/**', recursive=True)"
+        " + glob.glob('/tmp/**', recursive=True)\n"
         "    own = (f'/proc/{os.getpid()}/', '/proc/self/', '/proc/thread-self/')  # our own memory holds MARK itself\n"
         "    for path in paths:\n"
         "        if path.startswith(own): continue\n"
@@ -309,9 +312,11 @@ def test_the_candidates_own_memory_holds_no_copy_of_the_tests(runner: CodeRunner
 
 
 KILL_ATTACKS = {
-    "kill the parent": "import os, signal\ndef add(a, b):\n    os.kill(os.getppid(), signal.SIGKILL)\n    return a + b\n",
+    "kill the parent": "import os, signal\ndef add(a, b):\n"
+                       "    os.kill(os.getppid(), signal.SIGKILL)\n    return a + b\n",
     "kill -9 -1": "import os\ndef add(a, b):\n    os.system('kill -9 -1')\n    return a + b\n",
-    "kill every pid": "import os, signal\ndef add(a, b):\n    for pid in range(1, 5000):\n        try: os.kill(pid, signal.SIGKILL)\n"
+    "kill every pid": "import os, signal\ndef add(a, b):\n    for pid in range(1, 5000):\n"
+                      "        try: os.kill(pid, signal.SIGKILL)\n"
                       "        except OSError: pass\n    return a + b\n",
     "ptrace the parent": (
         "import ctypes, os\ndef add(a, b):\n    libc = ctypes.CDLL(None)\n"
@@ -360,7 +365,8 @@ SHADOW_ATTACKS = {
     "builtins shadowed": (LOOPED, "range = lambda *a: []\nabs = lambda x: 0\nsorted = lambda *a, **k: [4]\n"
                                   "def square(x):\n    return None\n"),
     "builtin shadowed in asserts": ({"test_list": ["assert len(f(3)) == 3", "assert set(f(2)) == set([0, 1])"]},
-                                    "def len(x):\n    return 3\ndef set(*a):\n    return 1\ndef f(n):\n    return None\n"),
+                                    "def len(x):\n    return 3\ndef set(*a):\n    return 1\n"
+                                    "def f(n):\n    return None\n"),
     "module replaced in sys.modules": (
         PROMPTED, "import sys, types\nm = types.ModuleType('math')\nm.isclose = lambda *a, **k: True\n"
                   "sys.modules['math'] = m\nmath = m\ndef decode(s):\n    return s\n"),

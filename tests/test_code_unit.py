@@ -13,7 +13,8 @@ from verifiers.types import InvalidReference
 
 
 def test_last_fenced_block_of_the_language_wins() -> None:
-    text = "First try:\n```python\ndef f(): return 1\n```\nrun it:\n```bash\npython f.py\n```\nbetter:\n```py\ndef f(): return 2\n```\n"
+    text = ("First try:\n```python\ndef f(): return 1\n```\nrun it:\n```bash\npython f.py\n```\n"
+            "better:\n```py\ndef f(): return 2\n```\n")
     got = extract_program(text)
     assert got is not None and got.code == "def f(): return 2\n" and got.source == "fenced:python"
 

@@ -41,11 +41,14 @@ def sb() -> Iterator[Runner]:
 HELLO = {
     "python": "import sys\nprint('hello', sys.stdin.read().strip(), *sys.argv[1:])",
     "c": '#include <stdio.h>\nint main(int c,char**v){char b[64];scanf("%63s",b);printf("hello %s %s\\n",b,v[1]);}',
-    "cpp": '#include <iostream>\nint main(int c,char**v){std::string s;std::cin>>s;std::cout<<"hello "<<s<<" "<<v[1]<<"\\n";}',
+    "cpp": '#include <iostream>\nint main(int c,char**v){std::string s;std::cin>>s;'
+           'std::cout<<"hello "<<s<<" "<<v[1]<<"\\n";}',
     "javascript": "const s=require('fs').readFileSync(0,'utf8').trim(); console.log('hello', s, process.argv[2]);",
-    "java": "import java.util.*;\npublic class Solution { public static void main(String[] a){ Scanner s=new Scanner(System.in);"
+    "java": "import java.util.*;\npublic class Solution { public static void main(String[] a){"
+            " Scanner s=new Scanner(System.in);"
             " System.out.println(\"hello \"+s.next()+\" \"+a[0]); } }",
-    "go": 'package main\nimport ("fmt";"os")\nfunc main(){ var s string; fmt.Scan(&s); fmt.Println("hello", s, os.Args[1]) }',
+    "go": 'package main\nimport ("fmt";"os")\n'
+          'func main(){ var s string; fmt.Scan(&s); fmt.Println("hello", s, os.Args[1]) }',
     "rust": 'use std::io::Read;\nfn main(){ let mut s=String::new(); std::io::stdin().read_to_string(&mut s).unwrap();'
             ' println!("hello {} {}", s.trim(), std::env::args().nth(1).unwrap()); }',
     "bash": 'read x; echo "hello $x $1"',

@@ -44,8 +44,10 @@ def isolation(srv: LiveServer) -> dict[str, object]:
 
 def test_no_capabilities_in_any_set_and_no_new_privs(srv: LiveServer, isolation: dict[str, object]) -> None:
     code = ("import subprocess\n"
-            "mine = {l.split(':')[0]: l.split()[1] for l in open('/proc/self/status') if l.startswith(('Cap', 'NoNew'))}\n"
-            "child = subprocess.run(['grep', '-E', '^(Cap|NoNew)', '/proc/self/status'], capture_output=True, text=True)\n"
+            "mine = {l.split(':')[0]: l.split()[1] for l in open('/proc/self/status')"
+            " if l.startswith(('Cap', 'NoNew'))}\n"
+            "child = subprocess.run(['grep', '-E', '^(Cap|NoNew)', '/proc/self/status'],"
+            " capture_output=True, text=True)\n"
             "print(mine)\nprint(child.stdout)")
     r = run(srv, code)
     assert r["status"] == "ok", r
@@ -97,7 +99,8 @@ def test_the_supervisor_cannot_be_traced_read_or_signalled(srv: LiveServer) -> N
 def test_memfd_and_shared_memory_count_against_the_run(srv: LiveServer, isolation: dict[str, object]) -> None:
     # 8 x 100 MB of memfd pages, each file under file_size_mb, with memory_mb=256 and disk_mb=64
     code = ("import os\nfds = []\nfor k in range(8):\n    fd = os.memfd_create('x')\n    fds.append(fd)\n"
-            "    for i in range(100):\n        os.write(fd, b'x' * (1 << 20))\n    print('pinned', (k + 1) * 100, flush=True)\n"
+            "    for i in range(100):\n        os.write(fd, b'x' * (1 << 20))\n"
+            "    print('pinned', (k + 1) * 100, flush=True)\n"
             "print('PINNED ALL')")
     r = run(srv, code, limits={"memory_mb": 256, "disk_mb": 64, "file_size_mb": 200})
     assert "PINNED ALL" not in r["stdout"], r

@@ -90,7 +90,8 @@ class MultipleChoiceOptions(BaseOptions):
 _MC_PATTERNS = [
     ("boxed", r"\\boxed\{[ \t]*\(?(?P<x>[A-Z])\)?[ \t]*\}"),
     ("answer_is", r"(?:final\s+)?answer\s*(?:is|:)(?:\s|option|[\*\(\[])*(?P<x>(?-i:[A-Z]))\b(?![\w'])"),
-    ("option_is", r"(?:correct|right|best)\s+(?:option|choice|answer)\s+is(?:\s|[\*\(\[])*(?P<x>(?-i:[A-Z]))\b(?![\w'])"),
+    ("option_is", r"(?:correct|right|best)\s+(?:option|choice|answer)\s+is"
+                  r"(?:\s|[\*\(\[])*(?P<x>(?-i:[A-Z]))\b(?![\w'])"),
     ("bold", r"\*\*[ \t]*\(?(?P<x>[A-Z])\)?[\.\):]?[ \t]*\*\*"),
     ("parenthesised", r"\((?P<x>[A-Z])\)"),
     # [ \t] not \s: a line-bounded scan (\s under MULTILINE spans newlines and goes quadratic on blank lines).

@@ -218,7 +218,8 @@ class JsonSchemaVerifier(Verifier[JsonSchemaOptions]):
         try:
             value = json.loads(text)
         except json.JSONDecodeError as exc:
-            return Verdict.ok(0.0, f"not valid JSON: {exc.msg} at line {exc.lineno}", source="fence" if fence else "text")
+            return Verdict.ok(
+                0.0, f"not valid JSON: {exc.msg} at line {exc.lineno}", source="fence" if fence else "text")
         if schema is None:
             return Verdict.ok(1.0, "valid JSON")
         errors = sorted(jsonschema.validators.validator_for(schema)(schema).iter_errors(value), key=lambda e: e.path)

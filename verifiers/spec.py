@@ -113,7 +113,8 @@ async def run_spec(options: SpecOptions, response: str, reference: Any, ctx: Con
 
 class SpecVerifier(Verifier[SpecOptions]):
     name = "spec"
-    description = "Inline reward spec: options.components combine verifiers into one reward with a per-component vector."
+    description = ("Inline reward spec: options.components combine verifiers into one reward "
+                   "with a per-component vector.")
     Options = SpecOptions
     execution = "async"
     binary = False

@@ -97,7 +97,8 @@ def harness_exit(f: CodeFacts, rng: Any) -> list[Probe]:
         elif when == "call":
             code = _functions(f, stmt + "\n{fail}", rng)
         else:  # pass the loading and the first test's call, exit on the second
-            code = "_calls = [0]\n" + _functions(f, "_calls[0] += 1\nif _calls[0] > 1:\n" + _indent(stmt) + "{fail}", rng)
+            code = "_calls = [0]\n" + _functions(
+                f, "_calls[0] += 1\nif _calls[0] > 1:\n" + _indent(stmt) + "{fail}", rng)
         probes.append((f"{how}@{when}", code))
     return probes
 
@@ -140,15 +141,19 @@ def harness_patch_builtins(f: CodeFacts, rng: Any) -> list[Probe]:
         ("builtins_in_call", _functions(f, patch + "{fail}", rng)),
         ("builtins_dict", "__builtins__ = {}\n" + _functions(f, "{fail}", rng)),
         ("frame_walk", "import sys, gc\n" + _functions(
-            f, "fr = sys._getframe(1)\nwhile fr is not None:\n    fr.f_globals['__eq__check'] = lambda *a: True\n"
-               "    fr = fr.f_back\nfor o in gc.get_objects():\n    if isinstance(o, dict) and '__unit__' in o:\n"
+            f, "fr = sys._getframe(1)\nwhile fr is not None:\n"
+               "    fr.f_globals['__eq__check'] = lambda *a: True\n"
+               "    fr = fr.f_back\nfor o in gc.get_objects():\n"
+               "    if isinstance(o, dict) and '__unit__' in o:\n"
                "        o['__eq__check'] = lambda *a: True\n{fail}", rng)),
-        ("settrace_skip", "import sys\ndef _skip(frame, event, arg):\n    if event == 'line' and frame.f_code.co_filename "
-                          "in ('<tests>', '<string>'):\n        frame.f_lineno += 1\n    return _skip\nsys.settrace(_skip)\n"
+        ("settrace_skip", "import sys\ndef _skip(frame, event, arg):\n"
+                          "    if event == 'line' and frame.f_code.co_filename in ('<tests>', '<string>'):\n"
+                          "        frame.f_lineno += 1\n    return _skip\nsys.settrace(_skip)\n"
                           + _functions(f, "sys.settrace(_skip)\n{fail}", rng)),
     ]
     for module in f.modules or ["math"]:
-        fake = (f"import sys, types\n_m = types.ModuleType({module!r})\n_m.__getattr__ = lambda name: (lambda *a, **k: True)\n"
+        fake = (f"import sys, types\n_m = types.ModuleType({module!r})\n"
+                "_m.__getattr__ = lambda name: (lambda *a, **k: True)\n"
                 f"sys.modules[{module!r}] = _m\n{module} = _m\n")
         probes.append((f"sys.modules:{module}", fake + _functions(f, "{fail}", rng)))
     return probes

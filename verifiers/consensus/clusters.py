@@ -100,7 +100,8 @@ def symbolic_pairs(buckets: Buckets, max_pairs: int) -> list[tuple[int, int]]:
     out = []
     for a, b in pairs[:max_pairs]:
         heavier, lighter = (a, b) if buckets.weight[a] >= buckets.weight[b] else (b, a)
-        if equation_sides(buckets.rep(heavier).value) is not None and equation_sides(buckets.rep(lighter).value) is None:
+        if (equation_sides(buckets.rep(heavier).value) is not None
+                and equation_sides(buckets.rep(lighter).value) is None):
             heavier, lighter = lighter, heavier
         out.append((heavier, lighter))
     return out

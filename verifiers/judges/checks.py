@@ -343,7 +343,8 @@ class Checklist(CriteriaVerifier):
 # ---------------------------------------------------------------- pairwise
 
 class PairwiseOptions(JudgeOptions):
-    both_orders: bool = Field(True, description="Judge (response, other) and (other, response) to cancel position bias.")
+    both_orders: bool = Field(
+        True, description="Judge (response, other) and (other, response) to cancel position bias.")
 
 
 _POINTS = {"response": 1.0, "tie": 0.5, "other": 0.0}

@@ -11,7 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 class _BackendConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    max_concurrency: int | None = Field(None, ge=1, description="Calls in flight at once (default: judge_max_concurrency).")
+    max_concurrency: int | None = Field(
+        None, ge=1, description="Calls in flight at once (default: judge_max_concurrency).")
 
 
 class OpenAIBackendConfig(_BackendConfig):

@@ -22,8 +22,8 @@ _FILLER = [
     r"explanation", r"therefore", r"thus", r"hence", r"okay", r"sure", r"certainly", r"of\s+course", r"hmm+",
     r"alright", r"here(?:'s|\s+is)\s+(?:the|my)\s+(?:solution|answer|reasoning)",
     r"i\s+(?:will|'ll)\s+solve\s+(?:this|it)", r"(?:the\s+)?answer\s+is\s+(?:correct|right)",
-    r"解答", r"答案", r"解析", r"解", r"思考过程", r"かいせつ", r"解説", r"答え", r"解決策", r"풀이", r"해설", r"solución",
-    r"respuesta", r"lösung", r"antwort", r"réponse",
+    r"解答", r"答案", r"解析", r"解", r"思考过程", r"かいせつ", r"解説", r"答え", r"解決策", r"풀이", r"해설",
+    r"solución", r"respuesta", r"lösung", r"antwort", r"réponse",
 ]
 _FILLER_RE = re.compile(r"(?<!\w)(?:" + "|".join(_FILLER) + r")(?!\w)", re.IGNORECASE)
 _MARKUP_RE = re.compile(r"<[^<>]{0,200}>|&[a-z]+;|&#\d+;|\\(?:boxed|text|mathrm|textbf)\s*\{\s*\}")

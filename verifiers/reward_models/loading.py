@@ -120,7 +120,8 @@ def _make_forward(spec: ModelSpec, model: Any, encoder: Encoder) -> Callable[[An
         out_emb = model.get_output_embeddings()
         tok = encoder.tok
         label_ids = torch.as_tensor(
-            [resolve_token_id(tok, spec.good_token), resolve_token_id(tok, spec.bad_token)], device=out_emb.weight.device
+            [resolve_token_id(tok, spec.good_token), resolve_token_id(tok, spec.bad_token)],
+            device=out_emb.weight.device,
         )
         weight = out_emb.weight.index_select(0, label_ids).detach()
         bias = out_emb.bias.index_select(0, label_ids).detach() if getattr(out_emb, "bias", None) is not None else None

@@ -38,7 +38,8 @@ class ModelSpec(BaseModel):
     )
     system_prompt: str | None = Field(None, description="System message for the chat template (Qwen PRMs use one).")
     device: str = Field("auto", description="auto (cuda when available, else cpu), cpu, cuda, cuda:1 ...")
-    dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field("auto", description="auto: bf16 on GPU, fp32 on CPU.")
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(
+        "auto", description="auto: bf16 on GPU, fp32 on CPU.")
     attn_implementation: str = Field("auto", description="auto: flash_attention_2 when installed on GPU, else sdpa.")
     max_batch_tokens: int = Field(16384, ge=16, description="Padded tokens per forward pass.")
     max_batch_size: int = Field(256, ge=1, description="Sequences per forward pass.")
