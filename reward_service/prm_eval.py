@@ -5,7 +5,7 @@ import asyncio
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -40,7 +40,7 @@ async def evaluate(hub: Any, model: str, data_dir: Path, subsets: list[str], thr
 
 def prm_eval(
     model: str = typer.Option(..., "--model", "-m", help="Name of a configured PRM."),
-    data_dir: Path = typer.Option(DEFAULT_DATA, "--data-dir", help="Directory holding processbench_*.json."),
+    data_dir: Annotated[Path, typer.Option("--data-dir", help="Directory holding processbench_*.json.")] = DEFAULT_DATA,
     subsets: str = typer.Option(",".join(SUBSETS), "--subsets", help="Comma-separated subsets."),
     threshold: float = typer.Option(0.5, "--threshold", help="A step scored below it is the predicted error."),
     limit: int | None = typer.Option(None, "--limit", help="Only the first N samples of each subset."),

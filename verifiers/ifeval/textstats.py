@@ -120,7 +120,7 @@ class _Orthography:
     def __init__(self, text: str):
         self.flags: dict[str, int] = {}
         context = "internal"
-        for lineno, line in enumerate(text.split("\n")):
+        for _lineno, line in enumerate(text.split("\n")):
             if not line.strip():
                 context = "initial" if context != "unknown" else context
                 continue

@@ -59,7 +59,7 @@ class ModelHub:
         """Load every model in a background task; returns at once."""
         self._task = asyncio.get_running_loop().create_task(self._load_all())
 
-    async def wait_ready(self, timeout: float | None = None) -> None:
+    async def wait_ready(self, timeout: float | None = None) -> None:  # noqa: ASYNC109 - public hub API (prm-eval, tests)
         """Wait for loading to finish; raises VerifierUnavailable if a model failed to load."""
         if self._task is not None:
             await asyncio.wait_for(asyncio.shield(self._task), timeout)
