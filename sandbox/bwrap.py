@@ -31,6 +31,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import TypedDict
 
 from sandbox import seccomp
 from sandbox.api import Limits, RunRequest, RunResult, RunStatus
@@ -66,6 +67,26 @@ PHASES = {"slot wait": ("admitted", "slot"), "warm take": ("slot", "taken"), "jo
           "report": ("ended", "reported"), "kill/drain": ("reported", "collected"),
           "teardown": ("collected", "released")}
 OVERHEAD_MB = 64  # the supervisor's interpreter and kernel bookkeeping, on top of memory_mb + disk_mb
+
+
+class _Report(TypedDict, total=False):
+    """A JSON line of the supervisor's (sandbox/launcher.py): the run's report, or a batch case's header."""
+
+    phase: str  # "run", "compile", "setup" (then only ``error``) or "case"
+    error: str
+    marks: list[float]  # its CLOCK_MONOTONIC marks (see _supervisor_marks)
+    compile_output: str
+    exit_code: int | None
+    signal: int | None
+    cpu_ms: float
+    max_rss_kb: int
+    files: dict[str, str]
+    i: int  # a case's index, then its wall time and the sizes of the stdout and stderr that follow the header
+    wall_ms: float
+    out: int
+    err: int
+    timed_out: bool
+    output_exceeded: bool
 
 
 @dataclass
@@ -181,8 +202,9 @@ def _python_paths(mapped: PathMap) -> PythonPaths:
 
 def _etc_files(uids: list[int]) -> dict[str, str]:
     """A passwd and group of the sandbox's own: the host's users stay out of sight."""
-    users = ["root:x:0:0:root:/root:/usr/sbin/nologin", *(f"sandbox:x:{u}:{u}:sandbox:/tmp:/usr/sbin/nologin"
-                                                       for u in uids), "nobody:x:65534:65534:nobody:/:/usr/sbin/nologin"]
+    users = ["root:x:0:0:root:/root:/usr/sbin/nologin",
+             *(f"sandbox:x:{u}:{u}:sandbox:/tmp:/usr/sbin/nologin" for u in uids),
+             "nobody:x:65534:65534:nobody:/:/usr/sbin/nologin"]
     groups = ["root:x:0:", *(f"sandbox:x:{u}:" for u in uids), "nogroup:x:65534:"]
     return {"passwd": "\n".join(users) + "\n", "group": "\n".join(groups) + "\n",
             "hostname": "sandbox\n", "hosts": "127.0.0.1 localhost sandbox\n::1 localhost\n",
@@ -478,7 +500,8 @@ class BwrapBackend:
             err = b""
             with contextlib.suppress(Exception):
                 await self._release(box)
-                err = await proc.stderr.read()  # type: ignore[union-attr]
+                if proc.stderr is not None:  # always a pipe
+                    err = await proc.stderr.read()
             raise SandboxStartError(err.decode(errors="replace").strip() or "the sandbox did not start")
         return box
 
@@ -631,7 +654,7 @@ class BwrapBackend:
             proc.stdin.close()
 
         timed_out = compile_timed_out = False
-        report: dict[str, object] | None = None
+        report: _Report | None = None
         run_started = t0
         deadline = t0 + (limits.compile_s if compiled else limits.wall_s)
         overflow_wait = asyncio.create_task(overflow.wait())
@@ -700,7 +723,7 @@ class BwrapBackend:
         await box.proc.wait()
         return result
 
-    def _result(self, report: dict[str, object] | None, stdout: bytes, stderr: bytes, truncated: bool,
+    def _result(self, report: _Report | None, stdout: bytes, stderr: bytes, truncated: bool,
                 wall_ms: float, limits: Limits, *, timed_out: bool, compile_timed_out: bool,
                 oom_killed: bool = False, cgroup_mb: int = 0) -> RunResult:
         out = stdout.decode("utf-8", "replace")
@@ -712,8 +735,8 @@ class BwrapBackend:
             return RunResult(RunStatus.SANDBOX_ERROR, stdout=out, stderr=err, wall_ms=wall_ms,
                              reason=f"sandbox set-up failed: {report.get('error', 'unknown error')}")
         if report is not None and report.get("phase") == "compile":
-            return RunResult(RunStatus.COMPILE_ERROR, exit_code=report.get("exit_code"),  # type: ignore[arg-type]
-                             signal=report.get("signal"), compile_output=str(report.get("compile_output", "")),  # type: ignore[arg-type]
+            return RunResult(RunStatus.COMPILE_ERROR, exit_code=report.get("exit_code"),
+                             signal=report.get("signal"), compile_output=str(report.get("compile_output", "")),
                              wall_ms=wall_ms, reason="compilation failed")
         if report is None and not timed_out and not truncated and not oom_killed:
             # The supervisor (the sandbox's pid 1, which the program cannot signal) died before reporting: that is
@@ -723,11 +746,11 @@ class BwrapBackend:
         return _classified(report or {}, out, err, truncated, wall_ms, limits, timed_out=timed_out,
                            oom_killed=oom_killed, cgroup_mb=cgroup_mb)
 
-    async def _case(self, box: _Sandbox, header: dict[str, object], limits: Limits, cgroup_mb: int) -> RunResult | None:
+    async def _case(self, box: _Sandbox, header: _Report, limits: Limits, cgroup_mb: int) -> RunResult | None:
         """One batch case: its header, then its raw stdout and stderr; an OOM kill since the last case is its own."""
         try:
-            out = await box.result.readexactly(int(header["out"]))  # type: ignore[call-overload]
-            err = await box.result.readexactly(int(header["err"]))  # type: ignore[call-overload]
+            out = await box.result.readexactly(int(header["out"]))
+            err = await box.result.readexactly(int(header["err"]))
         except (asyncio.IncompleteReadError, KeyError, TypeError, ValueError):
             return None
         oom = False
@@ -735,16 +758,16 @@ class BwrapBackend:
             kills = box.group.oom_kills()
             oom, box.oom_seen = kills > box.oom_seen, kills
         return _classified(header, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
-                           bool(header.get("output_exceeded")), float(header.get("wall_ms", 0.0)),  # type: ignore[arg-type]
+                           bool(header.get("output_exceeded")), float(header.get("wall_ms", 0.0)),
                            limits, timed_out=bool(header.get("timed_out")), oom_killed=oom, cgroup_mb=cgroup_mb)
 
 
-def _classified(rep: dict[str, object], out: str, err: str, truncated: bool, wall_ms: float, limits: Limits, *,
+def _classified(rep: _Report, out: str, err: str, truncated: bool, wall_ms: float, limits: Limits, *,
                 timed_out: bool, oom_killed: bool, cgroup_mb: int) -> RunResult:
     """What the supervisor saw of one program process, named (``sandbox.outcome.classify``)."""
     observed = Observed(
-        exit_code=rep.get("exit_code"), signal=rep.get("signal"),  # type: ignore[arg-type]
-        cpu_ms=float(rep.get("cpu_ms", 0.0)), max_rss_kb=int(rep.get("max_rss_kb", 0)),  # type: ignore[arg-type]
+        exit_code=rep.get("exit_code"), signal=rep.get("signal"),
+        cpu_ms=float(rep.get("cpu_ms", 0.0)), max_rss_kb=int(rep.get("max_rss_kb", 0)),
         stderr=err, stdout_tail=out[-2000:], timed_out=timed_out, output_exceeded=truncated,
         oom_killed=oom_killed, cgroup_limit_mb=cgroup_mb,
     )
@@ -753,7 +776,7 @@ def _classified(rep: dict[str, object], out: str, err: str, truncated: bool, wal
         status, exit_code=observed.exit_code, signal=observed.signal if not (timed_out or oom_killed) else 9,
         stdout=out, stderr=err, wall_ms=wall_ms, cpu_ms=observed.cpu_ms, max_rss_kb=observed.max_rss_kb,
         truncated=truncated, compile_output=str(rep.get("compile_output", "")),
-        files=dict(rep.get("files") or {}), reason=reason,  # type: ignore[call-overload]
+        files=dict(rep.get("files") or {}), reason=reason,
     )
 
 
@@ -764,7 +787,7 @@ def _compiled(source: str, path: str) -> bytes:
     return marshal.dumps(compile(source, path, "exec"))
 
 
-def _supervisor_marks(report: dict[str, object], marks: dict[str, float]) -> None:
+def _supervisor_marks(report: _Report, marks: dict[str, float]) -> None:
     """The supervisor's CLOCK_MONOTONIC marks (job read, set up, program started, program ended), which is the
     clock of ``time.perf_counter`` here: accepted only in order and inside this run's window."""
     got = report.pop("marks", None)

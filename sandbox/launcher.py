@@ -16,13 +16,29 @@ As pid 1 of the sandbox's pid namespace the supervisor cannot be killed from ins
 it reaps every orphan the program leaves.
 """
 import _ctypes
-import _signal as signal  # the C module: ``signal`` adds enum, which costs half an interpreter start-up
 import marshal
 import os
 import resource
 import stat
 import sys
 import time
+
+TYPE_CHECKING = False  # only mypy reads the block below: typing and collections.abc would cost start-up
+if TYPE_CHECKING:
+    import signal
+    from collections.abc import Mapping, Sequence
+    from types import ModuleType
+    from typing import Any
+
+    Job = dict[str, Any]  # the host's job (sandbox/bwrap.py builds it), trusted
+    # what _json writes: the report and each case's header
+    Json = None | bool | int | float | str | Mapping[str, "Json"] | Sequence["Json"]
+    _IntData = _ctypes._SimpleCData[int]
+    _CharData = _ctypes._SimpleCData[bytes]
+    _PointerData = _ctypes._SimpleCData[int | None]
+else:
+    import _signal as signal  # the C module: ``signal`` adds enum, which costs half an interpreter start-up
+    _IntData = _CharData = _PointerData = _ctypes._SimpleCData
 
 WORK = "/work"
 STAGING = "/.rw"
@@ -41,16 +57,15 @@ MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 32, 4096, 1
 MNT_DETACH = 2
 
 
-
-class _CInt(_ctypes._SimpleCData):
+class _CInt(_IntData):
     _type_ = "i"
 
 
-class _CChar(_ctypes._SimpleCData):
+class _CChar(_CharData):
     _type_ = "c"
 
 
-class _CPointer(_ctypes._SimpleCData):
+class _CPointer(_PointerData):
     _type_ = "P"
 
 
@@ -64,19 +79,22 @@ class _Libc:
     ``ctypes`` itself cost a third of this interpreter's start-up, in every sandbox. Arguments are ints, bytes
     (``char *``), None (NULL) or ``_buffer``s (a pointer to their memory)."""
 
-    def __init__(self):
-        self._handle = _ctypes.dlopen(None, _ctypes.RTLD_LOCAL)
+    def __init__(self) -> None:
+        # None: the program's own symbols, libc's among them (typeshed leaves None out of dlopen's path)
+        self._handle = _ctypes.dlopen(None, _ctypes.RTLD_LOCAL)  # type: ignore[arg-type]
 
-    def __getattr__(self, name):
-        function = _LibcFunction((name, self))
+    def __getattr__(self, name: str) -> _LibcFunction:
+        # typeshed wants a ctypes.CDLL: _ctypes reads only its _handle
+        function = _LibcFunction((name, self))  # type: ignore[arg-type]
         setattr(self, name, function)
         return function
 
 
-def _buffer(data):
+def _buffer(data: bytes) -> _ctypes.Array[_CChar]:
     """Writable C memory holding ``data`` (kept alive by the returned object)."""
-    return type("_Buffer", (_ctypes.Array,), {"_type_": _CChar, "_length_": max(1, len(data))}).from_buffer_copy(
-        data or b"\0")
+    fields = {"_type_": _CChar, "_length_": max(1, len(data))}
+    kind: type[_ctypes.Array[_CChar]] = type("_Buffer", (_ctypes.Array,), fields)
+    return kind.from_buffer_copy(data or b"\0")
 
 
 libc = _Libc()
@@ -86,15 +104,16 @@ class SetupError(Exception):
     """The sandbox could not prepare the run: reported as phase "setup", which the host names sandbox_error."""
 
 
-def _check(ret, what):
+def _check(ret: int, what: str) -> None:
     if ret != 0:
         err = _ctypes.get_errno()
         raise SetupError(f"{what}: {os.strerror(err)}")
 
 
-def _enter_namespaces(uid, gid):
+def _enter_namespaces(uid: int | None, gid: int | None) -> None:
     """Become ``uid`` (root host only), then own a fresh user + mount namespace, where the run's storage is mounted."""
     if uid is not None:
+        assert gid is not None  # the host passes both or neither
         os.setgroups([])
         os.setresgid(gid, gid, gid)
         os.setresuid(uid, uid, uid)
@@ -116,7 +135,7 @@ def _enter_namespaces(uid, gid):
     _check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make mounts private")
 
 
-def _mount_storage(disk_bytes, inodes):
+def _mount_storage(disk_bytes: int, inodes: int) -> None:
     """One tmpfs of the job's size behind /work, /tmp and /dev/shm: every writable place shares ``disk_mb``."""
     flags = MS_NOSUID | MS_NODEV
     opts = f"size={disk_bytes},nr_inodes={inodes},mode=0755".encode()
@@ -134,7 +153,7 @@ def _mount_storage(disk_bytes, inodes):
     os.chdir(WORK)
 
 
-def _drop_capabilities():
+def _drop_capabilities() -> None:
     """Empty every capability set (bounding and ambient too), so no exec can gain one back."""
     try:
         with open("/proc/sys/kernel/cap_last_cap") as f:
@@ -150,7 +169,7 @@ def _drop_capabilities():
     _check(libc.capset(header, _buffer(bytes(2 * 12))), "capset")
 
 
-def _install_seccomp(program):
+def _install_seccomp(program: bytes) -> None:
     """In the child, just before the program: the host-built filter (sandbox/seccomp.py)."""
     if not program:
         return
@@ -162,8 +181,8 @@ def _install_seccomp(program):
         raise OSError(_ctypes.get_errno(), "cannot install the seccomp filter")
 
 
-def _read_line(fd):
-    chunks = []
+def _read_line(fd: int) -> bytes:
+    chunks: list[bytes] = []
     while True:
         chunk = os.read(fd, 1 << 16)
         if not chunk:
@@ -174,8 +193,8 @@ def _read_line(fd):
     return b"".join(chunks)
 
 
-def _set_limits(lim):
-    def cap(kind, value):
+def _set_limits(lim: "dict[str, Any]") -> None:
+    def cap(kind: int, value: int) -> None:
         resource.setrlimit(kind, (value, value))
 
     cpu = max(1, int(lim["cpu_s"] + 0.999))
@@ -191,14 +210,14 @@ def _set_limits(lim):
     cap(resource.RLIMIT_MEMLOCK, 0)
 
 
-def _confine_child(job, limits):
+def _confine_child(job: "Job", limits: "dict[str, Any]") -> None:
     """Everything a child gets before its first instruction of tool or program code."""
     _set_limits(limits)
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     _install_seccomp(bytes.fromhex(job.get("seccomp", "")))
 
 
-def _write_files(files):
+def _write_files(files: dict[str, str]) -> None:
     for rel, content in files.items():
         path = os.path.join(WORK, rel)
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -206,13 +225,13 @@ def _write_files(files):
             f.write(content)
 
 
-def _status(st):
+def _status(st: int) -> tuple[int | None, int | None]:
     if os.WIFSIGNALED(st):
         return None, os.WTERMSIG(st)
     return os.WEXITSTATUS(st), None
 
 
-def _wait(pid):
+def _wait(pid: int) -> tuple[int | None, resource.struct_rusage | None]:
     """Wait for ``pid``, reaping every orphan on the way (we are the namespace's init)."""
     while True:
         try:
@@ -225,7 +244,7 @@ def _wait(pid):
             return st, usage
 
 
-def _compile(job):
+def _compile(job: "Job") -> tuple[bool, str, int | None, int | None]:
     """Run the compile step with captured, capped output; returns (ok, output, exit_code, signal)."""
     cap = job["compile_output_bytes"]
     r, w = os.pipe()
@@ -257,7 +276,7 @@ def _compile(job):
     return code == 0, out.decode("utf-8", "replace"), code, sig
 
 
-def _run_python_here(job):
+def _run_python_here(job: "Job") -> None:
     """In the forked child: behave like ``python main.py`` without starting a new interpreter."""
     import _sitebuiltins
     import builtins
@@ -276,12 +295,12 @@ def _run_python_here(job):
             code = compile(f.read(), path, "exec")
     main = type(sys)("__main__")
     main.__file__ = path
-    main.__builtins__ = builtins
+    main.__dict__["__builtins__"] = builtins
     sys.modules["__main__"] = main
-    exec(code, main.__dict__)
+    exec(code, main.__dict__)  # noqa: S102 - the program this sandbox exists to run
 
 
-def _start_program(job, stdin_fd, outputs=None):
+def _start_program(job: "Job", stdin_fd: int, outputs: tuple[int, int] | None = None) -> int:
     """Fork the program; ``outputs`` (a batch's case): the pipes its stdout and stderr go to instead of ours."""
     pid = os.fork()
     if pid != 0:
@@ -305,7 +324,7 @@ def _start_program(job, stdin_fd, outputs=None):
     return 0
 
 
-def _run_cases(job, inputs_fd):
+def _run_cases(job: "Job", inputs_fd: int) -> "Job | None":
     """Batch mode: the same (compiled) program once per case, each a process of its own with the run's limits, its
     stdin from its slice of ``inputs_fd`` and its stdout/stderr captured here. After each case every process left
     (the program's children, setsid or not) is killed and reaped, so a case never runs beside an earlier one. Each
@@ -349,7 +368,8 @@ def _run_cases(job, inputs_fd):
     return None
 
 
-def _watch_case(pid, pipes, deadline, cap, select):
+def _watch_case(pid: int, pipes: tuple[int, int], deadline: float, cap: int,
+                select: "ModuleType") -> "tuple[dict[str, Json], bytes, bytes]":
     """Read one case's stdout and stderr (each capped) until it exits, overruns its wall clock or its output cap;
     then kill everything but us and reap it. Returns (report fields, stdout, stderr)."""
     pidfd = os.pidfd_open(pid)
@@ -385,13 +405,14 @@ def _watch_case(pid, pipes, deadline, cap, select):
     for fd in pipes:
         os.close(fd)
     code, sig = _status(st) if st is not None else (None, signal.SIGKILL)
-    case = {"phase": "case", "exit_code": code, "signal": sig, "timed_out": timed_out, "output_exceeded": over,
-            "cpu_ms": (usage.ru_utime + usage.ru_stime) * 1000.0 if usage else 0.0,
-            "max_rss_kb": usage.ru_maxrss if usage else 0}
+    case: dict[str, Json] = {
+        "phase": "case", "exit_code": code, "signal": sig, "timed_out": timed_out, "output_exceeded": over,
+        "cpu_ms": (usage.ru_utime + usage.ru_stime) * 1000.0 if usage else 0.0,
+        "max_rss_kb": usage.ru_maxrss if usage else 0}
     return case, bytes(data[pipes[0]]), bytes(data[pipes[1]])
 
 
-def _take(fd, buf, cap, reading):
+def _take(fd: int, buf: bytearray, cap: int, reading: list[int]) -> bool:
     """One read from a case's pipe into ``buf`` (at most ``cap`` kept); True when the cap was passed."""
     chunk = os.read(fd, 1 << 16)
     if not chunk:
@@ -402,9 +423,9 @@ def _take(fd, buf, cap, reading):
     return len(chunk) > room
 
 
-def _collect(names, cap):
+def _collect(names: list[str], cap: int) -> dict[str, str]:
     """Read back regular files only, never following a symlink and never blocking (FIFOs, devices)."""
-    files = {}
+    files: dict[str, str] = {}
     for rel in names:
         try:
             fd = os.open(os.path.join(WORK, rel), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -429,7 +450,7 @@ def _collect(names, cap):
 _ESCAPES = {**{i: f"\\u{i:04x}" for i in range(32)}, ord('"'): '\\"', ord("\\"): "\\\\"}
 
 
-def _json(value):
+def _json(value: "Json") -> str:
     """JSON for the report's plain values. Written here because importing ``json`` (re, enum, functools) took
     as long as the interpreter's own start-up, in every sandbox, before any job existed."""
     if value is None or value is True or value is False:
@@ -443,12 +464,12 @@ def _json(value):
     return "[" + ",".join(_json(v) for v in value) + "]"
 
 
-def _report(report):
+def _report(report: "dict[str, Json]") -> None:
     # One line: the host acts on the newline at once instead of waiting for this interpreter to finish exiting.
     os.write(RESULT_FD, _json(report).encode("utf-8", "replace") + b"\n")
 
 
-def _read_exact(fd, size):
+def _read_exact(fd: int, size: int) -> bytes:
     """Exactly ``size`` bytes: the job's stdin follows in the same pipe and must stay there for ``_stdin_memfd``."""
     data = bytearray()
     while len(data) < size:
@@ -459,14 +480,15 @@ def _read_exact(fd, size):
     return bytes(data)
 
 
-def _read_job(fd):
+def _read_job(fd: int) -> "Job":
     """The host's job: an 8-byte length, then ``marshal`` data (this very interpreter's format, from the trusted
     host; marshal is built in, so reading it costs no imports). The program's stdin follows it raw."""
     size = int.from_bytes(_read_exact(fd, 8), "little")
-    return marshal.loads(_read_exact(fd, size))
+    job: Job = marshal.loads(_read_exact(fd, size))
+    return job
 
 
-def _stdin_memfd(fd, size):
+def _stdin_memfd(fd: int, size: int) -> int:
     """Move the program's stdin from the job pipe into a memfd in the kernel (splice): it never passes through this
     interpreter's memory, so no process forked from here later (an inline Python program, and whatever that forks
     before reading its stdin, like the code verifier's judge) holds a stale copy of it."""
@@ -491,7 +513,7 @@ def _stdin_memfd(fd, size):
     return memfd
 
 
-def _setup(job):
+def _setup(job: "Job") -> int:
     """Storage, privileges and the job's files; anything failing here is the sandbox's problem, not the program's."""
     _mount_storage(job["disk_bytes"], job["inodes"])
     _drop_capabilities()
@@ -502,7 +524,7 @@ def _setup(job):
     return _stdin_memfd(0, job["stdin_bytes"])
 
 
-def main():
+def main() -> "Job | None":
     global RESULT_FD
     RESULT_FD = int(sys.argv[1])
     uid = int(sys.argv[2]) if sys.argv[2] != "-" else None
@@ -516,7 +538,7 @@ def main():
     except (SetupError, OSError) as exc:
         _report({"phase": "setup", "error": str(exc)})
         return None
-    report = {"phase": "run", "marks": marks}
+    report: dict[str, Json] = {"phase": "run", "marks": marks}
     marks.append(time.monotonic())
     if job.get("compile"):
         ok, output, code, sig = _compile(job)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import logging
 import os
 import pickle
@@ -33,7 +34,8 @@ _SET_ASIDE_NICE = 19
 job_source: contextvars.ContextVar[str] = contextvars.ContextVar("job_source", default="")
 
 
-def _serialise(chunk: list[tuple[Job, asyncio.Future[Verdict]]]) -> tuple[bytes, list[tuple[Job, asyncio.Future[Verdict]]]]:
+def _serialise(
+        chunk: list[tuple[Job, asyncio.Future[Verdict]]]) -> tuple[bytes, list[tuple[Job, asyncio.Future[Verdict]]]]:
     """The chunk as one pickle for the pipe. A job that cannot be pickled (a reference nested past the recursion
     limit, an object pickle refuses) is answered at once with an error verdict and left out: re-queueing it would
     fail the same way on every worker and jam the pool."""
@@ -264,19 +266,7 @@ class WorkerPool:
             if not self._pending:
                 self._idle.put_nowait(worker)
                 continue
-            # A chunk holds one source's items, spread over all workers and capped so one slow job delays few others.
-            # A source already on its share of the workers waits while another source has items. A source not
-            # proven (no chunk done yet, or its last chunk had a check set aside) gets one item per chunk and at most
-            # half of the workers, counting its set-aside ones until it was ever proven: a request of runaway checks
-            # cannot take every worker before it is known to be slow, and a big batch with one slow answer goes on at
-            # once (its next one-item chunk proves it again) (issue 22).
-            busy, proven, aside = self._busy_sources, self._proven, self._aside_by_source
-            share = max(1, self.size // len(set(self._pending.sources()) | {s for s, c in busy.items() if c > 0}))
-            source, chunk = self._pending.take_run(
-                lambda queued: min(self.max_chunk, -(-queued // self.size)), lambda s: busy[s] >= share,
-                lambda s: s not in proven and busy[s] - (aside[s] if s in self._ever_proven else 0) >= max(
-                    1, self.size // 2),
-                lambda s: s in proven)
+            source, chunk = self._take_chunk()
             if source is None:  # every waiting source is barred: wait for one of their checks to end
                 self._idle.put_nowait(worker)
                 self._wakeup.clear()
@@ -290,9 +280,9 @@ class WorkerPool:
             if not chunk:
                 self._idle.put_nowait(worker)
                 continue
-            busy[source] += 1
+            self._busy_sources[source] += 1
             task = asyncio.create_task(self._run_chunk(worker, chunk))
-            task.add_done_callback(lambda _, s=source: self._release_source(s))
+            task.add_done_callback(functools.partial(self._release_source, source))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
@@ -324,7 +314,23 @@ class WorkerPool:
             self._pending.push_front((job.source, (job, fut)) for job, fut in jobs)
             self._wakeup.set()
 
-    def _release_source(self, source: str) -> None:
+    def _take_chunk(self) -> tuple[str | None, list[tuple[Job, asyncio.Future[Verdict]]]]:
+        """A chunk holds one source's items, spread over all workers and capped so one slow job delays few others.
+        A source already on its share of the workers waits while another source has items. A source not proven (no
+        chunk done yet, or its last chunk had a check set aside) gets one item per chunk and at most half of the
+        workers, counting its set-aside ones until it was ever proven: a request of runaway checks cannot take every
+        worker before it is known to be slow, and a big batch with one slow answer goes on at once (its next one-item
+        chunk proves it again) (issue 22)."""
+        busy, proven, aside = self._busy_sources, self._proven, self._aside_by_source
+        share = max(1, self.size // len(set(self._pending.sources()) | {s for s, c in busy.items() if c > 0}))
+        return self._pending.take_run(
+            lambda queued: min(self.max_chunk, -(-queued // self.size)), lambda s: busy[s] >= share,
+            lambda s: s not in proven and busy[s] - (aside[s] if s in self._ever_proven else 0) >= max(
+                1, self.size // 2),
+            lambda s: s in proven)
+
+    def _release_source(self, source: str, _task: asyncio.Task[None]) -> None:
+        """A chunk of ``source``'s ended (the done callback of its task)."""
         self._busy_sources[source] -= 1
         if self._busy_sources[source] <= 0:
             del self._busy_sources[source]

@@ -19,7 +19,6 @@ never share one with it:
 
 Killing the judge, exiting early, hanging or crashing therefore only ever removes results; it cannot add any.
 """
-import _signal as signal  # the C module: ``signal`` adds enum, which costs more than the judge's other imports
 import builtins
 import math
 import os
@@ -27,12 +26,22 @@ import select
 import sys
 import time
 
+TYPE_CHECKING = False  # only mypy reads the block below: typing, collections.abc and subprocess would cost start-up
+if TYPE_CHECKING:
+    import signal
+    import subprocess
+    from collections.abc import Callable
+    from types import ModuleType
+    from typing import IO, Any, NoReturn
+else:
+    import _signal as signal  # the C module: ``signal`` adds enum, which costs more than the judge's other imports
+
 MAX_MESSAGE = 16 << 20
 MAX_DEPTH = 200
 MESSAGE_CHARS = 300
 
 
-def _json_codec():
+def _json_codec() -> "tuple[Callable[[object], str], Callable[[str | bytes | bytearray], Any]]":
     """(dumps, loads) on the C accelerator ``_json`` alone: ``import json`` pulls in ``re`` and ``enum``, which cost
     more than everything else the judge imports, in every run. Same parser and output as ``json`` (compact form)."""
     try:
@@ -50,16 +59,17 @@ def _json_codec():
         parse_int = int
         parse_constant = staticmethod({"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}.__getitem__)
 
-    def refuse(obj):
+    def refuse(obj: object) -> "NoReturn":
         raise TypeError(f"{type(obj).__name__} is not JSON serializable")
 
     encode = _json.make_encoder({}, refuse, _json.encode_basestring_ascii, None, ":", ",", False, False, True)
-    scan = _json.make_scanner(_Context())
+    # typeshed types the context as a make_scanner; _json reads only the attributes _Context has
+    scan = _json.make_scanner(_Context())  # type: ignore[arg-type]
 
-    def dumps(obj):
+    def dumps(obj: object) -> str:
         return "".join(encode(obj, 0))
 
-    def loads(text):
+    def loads(text: str | bytes | bytearray) -> "Any":
         if isinstance(text, (bytes, bytearray)):
             text = text.decode("utf-8")
         try:
@@ -80,7 +90,7 @@ json_dumps, json_loads = _json_codec()
 # anything else travels as a handle ({"$r": id}) that only the candidate process can resolve.
 
 
-def to_wire(value, keep=None, depth=0):
+def to_wire(value: "Any", keep: "Callable[[object], int] | None" = None, depth: int = 0) -> object:
     """Encode a plain value; ``keep`` (candidate side only) turns anything else into a handle id."""
     if depth > MAX_DEPTH:
         raise ValueError("value nested too deeply")
@@ -119,10 +129,10 @@ def to_wire(value, keep=None, depth=0):
 
 
 _NOT_PLAIN = object()
-_PLAIN_BASES = (bool, int, float, complex, str, bytes, tuple, list, dict, frozenset, set)
+_PLAIN_BASES: tuple[type, ...] = (bool, int, float, complex, str, bytes, tuple, list, dict, frozenset, set)
 
 
-def _plainify(value):
+def _plainify(value: object) -> object:
     """Candidate side: subclasses of plain types and numpy values become the plain value a test expects."""
     for base in _PLAIN_BASES:
         if isinstance(value, base):
@@ -132,7 +142,7 @@ def _plainify(value):
     return _NOT_PLAIN
 
 
-def from_wire(data, resolve, depth=0):
+def from_wire(data: "Any", resolve: "Callable[[int], object]", depth: int = 0) -> "Any":
     """Decode into plain builtins; handles become whatever ``resolve`` makes of them."""
     if depth > MAX_DEPTH:
         raise ValueError("value nested too deeply")
@@ -172,14 +182,14 @@ def from_wire(data, resolve, depth=0):
     raise ValueError(f"unknown tag {tag!r}")
 
 
-def send(fd, obj):
+def send(fd: int, obj: object) -> None:
     data = json_dumps(obj).encode()
     data = len(data).to_bytes(4, "big") + data
     while data:
         data = data[os.write(fd, data):]
 
 
-def _read_exact(fd, n, deadline):
+def _read_exact(fd: int, n: int, deadline: float | None) -> bytes:
     buf = bytearray()
     while len(buf) < n:
         if deadline is not None:
@@ -193,7 +203,7 @@ def _read_exact(fd, n, deadline):
     return bytes(buf)
 
 
-def receive(fd, deadline=None):
+def receive(fd: int, deadline: float | None = None) -> "Any":
     size = int.from_bytes(_read_exact(fd, 4, deadline), "big")
     if size > MAX_MESSAGE:
         raise CandidateGone("the candidate sent an oversized message")
@@ -203,23 +213,23 @@ def receive(fd, deadline=None):
 # ------------------------------------------------------------------------------------------ candidate side
 
 
-def serve_candidate(rfd, wfd):
+def serve_candidate(rfd: int, wfd: int) -> None:
     """Child main loop: run the program, then answer requests until the pipe closes."""
-    objects = {}
+    objects: dict[int, Any] = {}
 
-    def keep(obj):
+    def keep(obj: object) -> int:
         objects[len(objects) + 1] = obj
         return len(objects)
 
-    def resolve(rid):
+    def resolve(rid: int) -> "Any":
         return objects[rid]
 
     init = receive(rfd)
     sys.path[:] = init["path"]
-    namespace = {"__name__": "__candidate__", "__builtins__": builtins}
+    namespace: dict[str, object] = {"__name__": "__candidate__", "__builtins__": builtins}
     try:
-        exec(compile(init["program"], "<solution>", "exec"), namespace)
-        names = {}
+        exec(compile(init["program"], "<solution>", "exec"), namespace)  # noqa: S102 - the candidate's program
+        names: dict[str, object] = {}
         for name in sorted(namespace):  # sorted: a restarted child hands out the same ids to the same names
             value = namespace[name]
             if name.startswith("__"):
@@ -228,7 +238,7 @@ def serve_candidate(rfd, wfd):
                 names[name] = {"$m": str(getattr(value, "__name__", ""))}
             else:
                 names[name] = to_wire(value, keep)
-        reply = {"names": names}
+        reply: dict[str, object] = {"names": names}
     except BaseException as exc:
         reply = {"exc": _describe(exc)}
     send(wfd, reply)
@@ -272,7 +282,7 @@ def serve_candidate(rfd, wfd):
         send(wfd, reply)
 
 
-def _describe(exc):
+def _describe(exc: BaseException) -> list[str]:
     return [type(exc).__name__, str(exc)[:MESSAGE_CHARS]]
 
 
@@ -295,7 +305,7 @@ class CandidateError(Exception):
     """A candidate exception without a builtin counterpart."""
 
 
-def _exception_from(name, message):
+def _exception_from(name: str, message: str) -> Exception:
     cls = getattr(builtins, name, None)
     if isinstance(cls, type) and issubclass(cls, Exception) and cls is not StopIteration:
         return cls(message)
@@ -306,75 +316,80 @@ class RemoteRef:
     """Stands in the judge for a candidate object that is not plain data: every use is a request to the child."""
 
     __slots__ = ("_rid", "_conn", "_generation", "_label")
+    _rid: int
+    _conn: "Candidate"
+    _generation: int
+    _label: str
 
-    def __init__(self, conn, rid, label):
+    def __init__(self, conn: "Candidate", rid: int, label: str) -> None:
         object.__setattr__(self, "_rid", rid)
         object.__setattr__(self, "_conn", conn)
         object.__setattr__(self, "_generation", conn.generation)
         object.__setattr__(self, "_label", label)
 
-    def _ask(self, op, **fields):
+    def _ask(self, op: str, **fields: object) -> "Any":
         return self._conn.request(self, op, fields)
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: object, **kwargs: object) -> "Any":
         return self._ask("call", args=to_wire(list(args)), kwargs=to_wire(kwargs))
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> "Any":
         if name.startswith("__"):
             raise AttributeError(name)
         return self._ask("getattr", name=name)
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: object) -> None:
         self._ask("setattr", name=name, value=to_wire(value))
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: object) -> "Any":
         return self._ask("getitem", key=to_wire(key))
 
-    def __setitem__(self, key, value):
+    def __setitem__(self, key: object, value: object) -> None:
         self._ask("setitem", key=to_wire(key), value=to_wire(value))
 
-    def __iter__(self):
+    def __iter__(self) -> "Any":
         return self._ask("iter")
 
-    def __next__(self):
+    def __next__(self) -> "Any":
         return self._ask("next")
 
-    def __len__(self):
+    def __len__(self) -> "Any":
         return self._ask("len")
 
-    def __str__(self):
+    def __str__(self) -> "Any":
         return self._ask("str")
 
-    def __bool__(self):
+    def __bool__(self) -> "Any":
         return self._ask("bool")
 
-    def __eq__(self, other):  # only the same handle equals itself: candidate objects never compare equal to data
+    def __eq__(self, other: object) -> bool:
+        # only the same handle equals itself: candidate objects never compare equal to data
         return other is self
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return id(self)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<candidate object {self._label}>"
 
 
 class _Child:
     """A forked candidate process, with the two methods of ``subprocess.Popen`` the judge uses."""
 
-    def __init__(self, pid):
+    def __init__(self, pid: int) -> None:
         self.pid = pid
 
-    def kill(self):
+    def kill(self) -> None:
         os.kill(self.pid, signal.SIGKILL)
 
-    def wait(self):
+    def wait(self) -> None:
         try:
             os.waitpid(self.pid, 0)
         except ChildProcessError:
             pass
 
 
-def fork_candidate():
+def fork_candidate() -> tuple[_Child, int, int]:
     """Called before the job is read: a child that will run the program. Its memory is a copy of this process's,
     which holds no test and no nonce yet, and forking skips the interpreter start-up an ``exec`` costs."""
     req_r, req_w = os.pipe()
@@ -403,34 +418,35 @@ def fork_candidate():
 class Candidate:
     """The child process running the program, restarted after a crash or a timeout."""
 
-    def __init__(self, program, path, on_trouble, spare=None):
+    def __init__(self, program: str, path: list[str], on_trouble: "Callable[[BaseException], None]",
+                 spare: tuple[_Child, int, int] | None = None) -> None:
         self.program = program
         self.path = path
         self.on_trouble = on_trouble  # told about every timeout or crash, even one test code swallows
         self.spare = spare  # (process, reply fd, request fd) forked before the job was read, used first
         self.generation = 0
-        self.proc = None
-        self.deadline = None
-        self.roots = {}
+        self.proc: _Child | subprocess.Popen[bytes] | None = None
+        self.deadline: float | None = None
+        self.roots: dict[int, RemoteRef] = {}
 
     @property
-    def alive(self):
+    def alive(self) -> bool:
         return self.proc is not None
 
-    def start(self, budget):
+    def start(self, budget: float) -> dict[str, object]:
         """Start the child and run the program; returns the names it defined (handles and plain values)."""
         self.stop()
         self.generation += 1
-        source = None
+        pipe = None
         if self.spare is not None:
             (self.proc, self.rfd, self.wfd), self.spare = self.spare, None
         else:
-            source = self._exec_child()
+            pipe = self._exec_child()
         self.deadline = time.monotonic() + budget
         try:
-            if source is not None:
-                self.proc.stdin.write(source.encode())
-                self.proc.stdin.close()
+            if pipe is not None:
+                pipe.write(_HARNESS_SOURCE.encode())
+                pipe.close()
             send(self.wfd, {"program": self.program, "path": self.path})
             reply = self._receive()
         except BrokenPipeError:
@@ -444,7 +460,7 @@ class Candidate:
             name, message = reply["exc"]
             raise CandidateGone(f"the program raised {name}: {message}")
         self.roots = {}
-        names = {}
+        names: dict[str, object] = {}
         for name, value in reply["names"].items():
             if type(value) is dict and "$m" in value:
                 module = _import_trusted(str(value["$m"]))
@@ -454,9 +470,9 @@ class Candidate:
                 names[name] = from_wire(value, self._root_ref(name))
         return names
 
-    def _exec_child(self):
+    def _exec_child(self) -> "IO[bytes] | None":
         """A restart, after the job was read: a fresh interpreter (``exec``: nothing of this memory survives);
-        returns the harness source it still needs on its stdin."""
+        returns its stdin, where the harness source still has to go."""
         import subprocess  # only here: a restart is rare, and the import costs as much as the rest of the judge's
 
         req_r, req_w = os.pipe()
@@ -474,17 +490,17 @@ class Candidate:
         os.close(req_r)
         os.close(rep_w)
         self.rfd, self.wfd = rep_r, req_w
-        return _HARNESS_SOURCE
+        return self.proc.stdin
 
-    def _root_ref(self, name):
-        def make(rid):
+    def _root_ref(self, name: str) -> "Callable[[int], RemoteRef]":
+        def make(rid: int) -> RemoteRef:
             ref = RemoteRef(self, rid, name)
             self.roots[rid] = ref
             return ref
 
         return make
 
-    def _receive(self):
+    def _receive(self) -> "dict[str, Any]":
         try:
             reply = receive(self.rfd, self.deadline)
             if type(reply) is not dict:
@@ -500,7 +516,7 @@ class Candidate:
             self.on_trouble(gone)
             raise gone from None
 
-    def request(self, ref, op, fields):
+    def request(self, ref: RemoteRef, op: str, fields: dict[str, object]) -> "Any":
         if not self.alive:
             raise CandidateGone("the candidate process is not running")
         if ref._generation != self.generation:
@@ -523,14 +539,14 @@ class Candidate:
             self.stop()
             raise CandidateGone(f"the candidate broke the protocol: {exc}") from None
 
-    def close(self):
+    def close(self) -> None:
         """The end of the run: the running child, and the forked one if no test ever needed it."""
         self.stop()
         if self.spare is not None:
             (self.proc, self.rfd, self.wfd), self.spare = self.spare, None
             self.stop()
 
-    def stop(self):
+    def stop(self) -> None:
         if self.proc is None:
             return
         for fd in (self.rfd, self.wfd):
@@ -546,7 +562,7 @@ class Candidate:
         self.proc = None
 
 
-def _import_trusted(name):
+def _import_trusted(name: str) -> "ModuleType | None":
     """A module the candidate imported, imported again here from the judge's own (work-dir-free) path."""
     import importlib
 
@@ -556,13 +572,13 @@ def _import_trusted(name):
         return None
 
 
-def admit_names(names, subjects):
+def admit_names(names: dict[str, object], subjects: list[str] | tuple[str, ...]) -> dict[str, object]:
     """The program's names as the test code sees them. A name Python itself provides (``range``, ``set``, ``abs``,
     ``math``) stays the judge's own unless the tests take it from the program (a function under test named ``sum``):
     otherwise ``def range(*a): return []`` empties every test loop and a fake ``math.isclose`` agrees with anything.
     A standard-library module name always means the judge's own import of that module."""
-    stdlib = getattr(sys, "stdlib_module_names", frozenset())
-    admitted = {}
+    stdlib: frozenset[str] = getattr(sys, "stdlib_module_names", frozenset())
+    admitted: dict[str, object] = {}
     for name, value in names.items():
         if name in subjects or not (hasattr(builtins, name) or name in stdlib):
             admitted[name] = value
@@ -573,14 +589,14 @@ def admit_names(names, subjects):
     return admitted
 
 
-def _untrusted_path_entry(entry):
+def _untrusted_path_entry(entry: str) -> bool:
     """The work dir (and anything under it) is writable by the candidate: the judge must never import from it."""
     cwd = os.path.realpath(os.getcwd())
     real = os.path.realpath(entry or ".")
     return real == cwd or real.startswith(cwd + os.sep)
 
 
-def short_repr(value, limit=120):
+def short_repr(value: object, limit: int = 120) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -588,25 +604,26 @@ def short_repr(value, limit=120):
 class Judge:
     """Runs the transformed test code; ``__unit__(i)`` blocks mark the tests, ``__eq__check`` explains failures."""
 
-    def __init__(self, job, report, spare=None):
+    def __init__(self, job: "dict[str, Any]", report: "Callable[[dict[str, object]], None]",
+                 spare: tuple[_Child, int, int] | None = None) -> None:
         self.job = job
         self.report = report
-        self.timeouts = job["timeouts"]
-        self.stop_first = job.get("stop_on_first_failure", False)
+        self.timeouts: list[float] = job["timeouts"]
+        self.stop_first: bool = job.get("stop_on_first_failure", False)
         self.candidate = Candidate(job["program"], job.get("path") or sys.path, self.mark_trouble, spare)
-        self.namespace = None
-        self.done = set()
-        self.unit = None  # (index, problem) of the running test
-        self.last_compare = None
-        self.broken = None  # why the candidate cannot be (re)started
+        self.namespace: dict[str, object] = {}  # run() gives it the test code's globals
+        self.done: set[int] = set()
+        self.unit: list[Any] | None = None  # [index, problem] of the running test
+        self.last_compare: tuple[object, object] | None = None
+        self.broken: str | None = None  # why the candidate cannot be (re)started
 
-    def emit(self, index, status, message=""):
+    def emit(self, index: int, status: str, message: str = "") -> None:
         if index in self.done:
             return
         self.done.add(index)
         self.report({"i": index, "s": status, "m": message[:MESSAGE_CHARS]})
 
-    def ensure_candidate(self, budget):
+    def ensure_candidate(self, budget: float) -> None:
         if self.candidate.alive:
             return
         if self.broken:
@@ -622,9 +639,9 @@ class Judge:
         self.namespace.update(admit_names(names, self.job.get("subjects") or ()))
         setup = self.job.get("setup") or ""
         if setup:
-            exec(compile(setup, "<test setup>", "exec"), self.namespace)
+            exec(compile(setup, "<test setup>", "exec"), self.namespace)  # noqa: S102 - the tests' own set-up
 
-    def mark_trouble(self, exc):
+    def mark_trouble(self, exc: BaseException) -> None:
         """A timeout or crash inside a test decides it, even if the test code caught the exception."""
         if self.unit is not None and self.unit[1] is None:
             timed_out = isinstance(exc, CandidateTimeout)
@@ -632,23 +649,23 @@ class Judge:
                 "error", str(exc))
 
     # -- called by the generated test code --
-    def unit_scope(self, index):
+    def unit_scope(self, index: int) -> "_UnitScope":
         return _UnitScope(self, index)
 
-    def compare_eq(self, left, right):
+    def compare_eq(self, left: object, right: object) -> object:
         equal = left == right
         if not equal:
             self.last_compare = (left, right)
         return equal
 
-    def run(self):
+    def run(self) -> None:
         budget = max(self.timeouts) if self.timeouts else 5.0
         self.namespace = {"__name__": "__tests__", "__builtins__": builtins}
         try:
             self.candidate.deadline = time.monotonic() + budget
             self.ensure_candidate(budget)
             self.namespace.update(__unit__=self.unit_scope, __eq__check=self.compare_eq)
-            exec(compile(self.job["tests"], "<tests>", "exec"), self.namespace)
+            exec(compile(self.job["tests"], "<tests>", "exec"), self.namespace)  # noqa: S102 - the test code
             why, status = "the test code ended before reaching this test", "error"
         except StopTests:
             why, status = "not run: stopped at the first failure", "skipped"
@@ -664,11 +681,11 @@ class Judge:
 
 
 class _UnitScope:
-    def __init__(self, judge, index):
+    def __init__(self, judge: Judge, index: int) -> None:
         self.judge = judge
         self.index = index
 
-    def __enter__(self):
+    def __enter__(self) -> "_UnitScope":
         judge = self.judge
         if judge.unit is not None:
             raise RuntimeError("tests cannot nest")
@@ -683,8 +700,9 @@ class _UnitScope:
             raise
         return self
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
         judge = self.judge
+        assert judge.unit is not None  # __enter__ set it
         index, problem = judge.unit
         judge.unit = None
         judge.candidate.deadline = time.monotonic() + judge.timeouts[index]
@@ -693,10 +711,10 @@ class _UnitScope:
                 ("timeout", f"timed out after {judge.timeouts[index]:g}s")
                 if issubclass(exc_type, CandidateTimeout) else ("error", str(exc))
             )
-        if problem is None and exc_type is None:
-            judge.emit(index, "passed")
-            return False
         if problem is None:
+            if exc_type is None:
+                judge.emit(index, "passed")
+                return False
             status = "failed" if issubclass(exc_type, AssertionError) else "error"
             message = str(exc) if str(exc) else exc_type.__name__
             if status == "error":
@@ -714,7 +732,7 @@ class _UnitScope:
 _HARNESS_SOURCE = ""
 
 
-def _no_dump():
+def _no_dump() -> bool:
     """Non-dumpable: same-uid processes (the candidate) can no longer ptrace us or open /proc/<pid>/{mem,fd}. Under
     the bwrap sandbox we already are (forked from its non-dumpable supervisor): our /proc files then belong to root
     and even we cannot open our own memory, which tells it without loading ctypes (a fifth of an interpreter's
@@ -728,21 +746,25 @@ def _no_dump():
     try:
         import ctypes
 
-        return ctypes.CDLL(None).prctl(4, 0, 0, 0, 0) == 0  # PR_SET_DUMPABLE
+        done: bool = ctypes.CDLL(None).prctl(4, 0, 0, 0, 0) == 0  # PR_SET_DUMPABLE
+        return done
     except Exception:
         return False
 
 
-def _own_source():
+def _own_source() -> str:
     try:
-        with open(sys.modules["__main__"].__file__, encoding="utf-8") as f:
+        path = sys.modules["__main__"].__file__
+        if path is None:  # a __main__ without a file: nothing to read
+            return ""
+        with open(path, encoding="utf-8") as f:
             return f.read()
     except (AttributeError, KeyError, OSError, TypeError):
         return ""
 
 
-def _read_all(fd):
-    chunks = []
+def _read_all(fd: int) -> bytes:
+    chunks: list[bytes] = []
     while True:
         chunk = os.read(fd, 1 << 20)
         if not chunk:
@@ -750,7 +772,7 @@ def _read_all(fd):
         chunks.append(chunk)
 
 
-def judge_main():
+def judge_main() -> None:
     global _HARNESS_SOURCE
     hardened = _no_dump()
     candidate_path = list(sys.path)
@@ -770,7 +792,7 @@ def judge_main():
     nonce = job.pop("nonce")
     _HARNESS_SOURCE = job.pop("harness", None) or _HARNESS_SOURCE
 
-    def report(record):
+    def report(record: dict[str, object]) -> None:
         os.write(out, f"{nonce} {json_dumps(record)}\n".encode())
 
     report({"hardened": hardened})

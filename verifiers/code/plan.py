@@ -52,7 +52,8 @@ class _ExplainEq(ast.NodeTransformer):
 
     def visit_Assert(self, node: ast.Assert) -> ast.AST:
         test = node.test
-        if node.msg is None and isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq):
+        if (node.msg is None and isinstance(test, ast.Compare) and len(test.ops) == 1
+                and isinstance(test.ops[0], ast.Eq)):
             node.test = ast.Call(ast.Name("__eq__check", ast.Load()), [test.left, test.comparators[0]], [])
         return node
 
@@ -95,7 +96,8 @@ def prompt_helpers(prompt: str | None, entry: str) -> str:
         module = ast.parse(prompt)
     except SyntaxError:
         return ""
-    module.body = [s for s in module.body if not (isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == entry)]
+    module.body = [s for s in module.body
+                   if not (isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == entry)]
     return ast.unparse(module) if module.body else ""
 
 
@@ -103,7 +105,7 @@ def preload_modules(*sources: str) -> list[str]:
     """Standard-library modules the reference code imports (HumanEval prompts: ``typing``, ``math``). The judge imports
     them before it forks the candidate, so the program's own ``from typing import List`` finds them loaded, and the
     import is paid once, not once per process."""
-    stdlib = getattr(sys, "stdlib_module_names", frozenset())
+    stdlib: frozenset[str] = getattr(sys, "stdlib_module_names", frozenset())
     names: set[str] = set()
     for source in sources:
         try:
@@ -124,11 +126,12 @@ _NO_PRELOAD = frozenset({"antigravity", "this", "idlelib", "tkinter", "turtle", 
 def assert_subjects(module: ast.Module, setup: str) -> list[str]:
     """The functions MBPP asserts test: the names they call that neither Python nor the tests' imports and setup
     provide. A builtin name counts only when the asserts call nothing else (MBPP 126 names its function ``sum``)."""
-    bound = {n.asname or n.name.split(".")[0] for node in ast.walk(module) if isinstance(node, (ast.Import, ast.ImportFrom))
-             for n in node.names}
+    bound = {n.asname or n.name.split(".")[0] for node in ast.walk(module)
+             if isinstance(node, (ast.Import, ast.ImportFrom)) for n in node.names}
     setup_tree = ast.parse(setup) if setup else ast.Module([], [])
     bound |= {n.id for n in ast.walk(setup_tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    bound |= {n.name for n in ast.walk(setup_tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))}
+    bound |= {n.name for n in ast.walk(setup_tree)
+              if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))}
     bound |= {n.asname or n.name.split(".")[0] for node in ast.walk(setup_tree)
               if isinstance(node, (ast.Import, ast.ImportFrom)) for n in node.names}
     called = sorted({n.func.id for n in ast.walk(module) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
@@ -204,7 +207,8 @@ def _weights(ref: dict[str, Any], count: int) -> list[float]:
     if (
         not isinstance(weights, list)
         or len(weights) != count
-        or not all(isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w >= 0 for w in weights)
+        or not all(isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w >= 0
+                   for w in weights)
         or sum(weights) <= 0
     ):
         raise InvalidReference(f"'weights' must be {count} non-negative numbers (one per test) with a positive sum")
@@ -219,7 +223,8 @@ def build_plan(reference: Any) -> TestPlan:
         raise InvalidReference("'language' must be a string")
     language = language.lower()
     timeout = reference.get("timeout_s")
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 600):
+    if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 600):
         raise InvalidReference("'timeout_s' must be a number of seconds in (0, 600]")
     kinds = [k for k in ("test", "test_list", "cases") if k in reference]
     if len(kinds) != 1:

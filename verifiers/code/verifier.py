@@ -99,7 +99,8 @@ class Code(Verifier[CodeOptions]):
         sandbox = ctx.resource("sandbox")
         available = sandbox.languages()
         if plan.language not in available and not any(plan.language == k.lower() for k in available):
-            raise InvalidReference(f"language {plan.language!r} is not supported; known: {', '.join(sorted(available))}")
+            raise InvalidReference(
+                f"language {plan.language!r} is not supported; known: {', '.join(sorted(available))}")
         if available.get(plan.language) is False:
             return Verdict.unavailable(f"language {plan.language!r} has no toolchain on this server")
         if plan.kind == "stdio":
@@ -110,7 +111,8 @@ class Code(Verifier[CodeOptions]):
             return outcome
         return _verdict(plan, outcome, extracted.source)
 
-    async def _run_harness(self, sandbox: Any, plan: TestPlan, program: str, options: CodeOptions) -> list[dict] | Verdict:
+    async def _run_harness(self, sandbox: Any, plan: TestPlan, program: str,
+                           options: CodeOptions) -> list[dict[str, str]] | Verdict:
         timeouts = _budget(plan, options)
         nonce = secrets.token_hex(16)
         job = {
@@ -134,18 +136,20 @@ class Code(Verifier[CodeOptions]):
         if not any("hardened" in r for r in records):
             # The harness never reached the point where candidate code exists: our failure, never a score of 0.
             return Verdict.error(f"test harness failed to start ({result.status.value}): {_trim(result.stderr)}")
-        tests: dict[int, dict] = {}
+        tests: dict[int, dict[str, str]] = {}
         for record in records:
             index = record.get("i")
             if isinstance(index, int) and 0 <= index < plan.count and index not in tests:
                 tests[index] = {"status": str(record.get("s")), "message": _trim(str(record.get("m") or ""))}
         done = any(r.get("done") for r in records)
-        if not done and result.status == RunStatus.RUNTIME_ERROR and result.signal is None and "Traceback" in result.stderr:
+        if (not done and result.status == RunStatus.RUNTIME_ERROR and result.signal is None
+                and "Traceback" in result.stderr):
             return Verdict.error(f"test harness crashed: {_trim(result.stderr[-600:])}")
         missing = _missing_status(result)
         return [tests.get(i) or dict(missing) for i in range(plan.count)]
 
-    async def _run_cases(self, sandbox: Any, plan: TestPlan, program: str, options: CodeOptions) -> list[dict] | Verdict:
+    async def _run_cases(self, sandbox: Any, plan: TestPlan, program: str,
+                         options: CodeOptions) -> list[dict[str, str]] | Verdict:
         timeout = plan.timeout_s or options.test_timeout_s
         request = RunRequest(code=program, language=plan.language,
                              limits=Limits(wall_s=timeout, cpu_s=timeout, memory_mb=options.memory_mb))
@@ -180,8 +184,8 @@ async def _run_group(sandbox: Any, request: RunRequest, stdins: list[str]) -> li
     return list(await sandbox.run_many(one_run_per_case(request, stdins)))
 
 
-def _nonce_records(stdout: str, nonce: str) -> list[dict]:
-    records = []
+def _nonce_records(stdout: str, nonce: str) -> list[dict[str, object]]:
+    records: list[dict[str, object]] = []
     prefix = nonce + " "
     for line in stdout.splitlines():
         if line.startswith(prefix):
@@ -194,7 +198,7 @@ def _nonce_records(stdout: str, nonce: str) -> list[dict]:
     return records
 
 
-def _missing_status(result: RunResult) -> dict:
+def _missing_status(result: RunResult) -> dict[str, str]:
     """What a test without a result line gets: never passed."""
     if result.status == RunStatus.TIMEOUT:
         return {"status": "timeout", "message": "the run hit its time limit before this test finished"}
@@ -202,7 +206,7 @@ def _missing_status(result: RunResult) -> dict:
     return {"status": "error", "message": f"the test harness was stopped ({how}) before this test finished"}
 
 
-def _case_outcome(result: RunResult, expected: str, plan: TestPlan) -> dict:
+def _case_outcome(result: RunResult, expected: str, plan: TestPlan) -> dict[str, str]:
     status = result.status
     if status == RunStatus.OK:
         if outputs_match(result.stdout, expected, plan.compare, plan.tolerance):
@@ -216,7 +220,7 @@ def _case_outcome(result: RunResult, expected: str, plan: TestPlan) -> dict:
     return {"status": "error", "message": _trim(f"{status.value}: {detail}")}
 
 
-def _verdict(plan: TestPlan, outcomes: list[dict], extracted: str) -> Verdict:
+def _verdict(plan: TestPlan, outcomes: list[dict[str, str]], extracted: str) -> Verdict:
     tests = [{"name": name, **outcome} for name, outcome in zip(plan.names, outcomes)]
     for test in tests:
         if test["status"] == "passed":
