@@ -32,7 +32,7 @@ class LiveServer:
     log_path: Path
 
     def client(self, **kwargs: object) -> httpx.Client:
-        return httpx.Client(base_url=self.url, timeout=kwargs.pop("timeout", 60.0), **kwargs)  # type: ignore[arg-type]
+        return httpx.Client(base_url=self.url, timeout=kwargs.pop("timeout", 60.0), **kwargs)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")

@@ -27,7 +27,7 @@ def runner() -> Iterator[CodeRunner]:
     r.close()
 
 
-def statuses(verdict) -> list[str]:  # type: ignore[no-untyped-def]
+def statuses(verdict) -> list[str]:
     return [t["status"] for t in verdict.details["tests"]]
 
 

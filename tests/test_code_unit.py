@@ -20,7 +20,7 @@ def test_last_fenced_block_of_the_language_wins() -> None:
 
 
 def test_untagged_fence_then_whole_text_then_nothing() -> None:
-    assert extract_program("```\nprint(1)\n```").source == "fenced"  # type: ignore[union-attr]
+    assert extract_program("```\nprint(1)\n```").source == "fenced"
     whole = extract_program("def f():\n    return 1\n")
     assert whole is not None and whole.source == "whole_text"
     assert extract_program("   \n") is None

@@ -148,7 +148,7 @@ def test_graceful_shutdown_finishes_in_flight_work(tmp_path: Path) -> None:
         live.proc.send_signal(signal.SIGTERM)
         t.join(timeout=30)
         assert outcome.get("status") == 200, outcome
-        assert outcome["body"]["results"][0]["status"] == "ok"  # type: ignore[index]
+        assert outcome["body"]["results"][0]["status"] == "ok"
         # uvicorn re-raises SIGTERM after its graceful shutdown, so the exit is 0 or "killed by SIGTERM".
         assert live.proc.wait(timeout=30) in (0, -signal.SIGTERM)
         with pytest.raises(httpx.HTTPError):
@@ -168,7 +168,7 @@ def test_logs_are_json_with_request_ids(tmp_path: Path) -> None:
     assert all({"ts", "level", "logger", "msg"} <= set(e) for e in lines)
 
 
-def test_alert_rules_use_metrics_the_service_exports(server) -> None:  # type: ignore[no-untyped-def]
+def test_alert_rules_use_metrics_the_service_exports(server) -> None:
     rules = yaml.safe_load((ROOT / "deploy" / "alerts.yml").read_text())
     exprs = " ".join(r["expr"] for g in rules["groups"] for r in g["rules"])
     used = set(re.findall(r"\b(reward_[a-z_]+)", exprs))

@@ -138,7 +138,7 @@ SPECS = {
 
 def _spec(model_dirs: dict[str, Path], key: str, **extra: object) -> ModelSpec:
     d, fields = SPECS[key] if key in SPECS else ("orm", {"format": "sequence_classification"})
-    return ModelSpec(name=key, path=str(model_dirs[d]), **{**fields, **extra})  # type: ignore[arg-type]
+    return ModelSpec(name=key, path=str(model_dirs[d]), **{**fields, **extra})
 
 
 @pytest.mark.parametrize("key", list(SPECS))

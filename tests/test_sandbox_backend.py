@@ -22,9 +22,9 @@ class Runner:
         self.loop.run_until_complete(self.backend.start())
 
     def run(self, code: str, language: str = "python", **kw: object) -> RunResult:
-        limits = Limits(**kw.pop("limits", {}))  # type: ignore[arg-type]
+        limits = Limits(**kw.pop("limits", {}))
         return self.loop.run_until_complete(self.backend.run(RunRequest(code=code, language=language,
-                                                                        limits=limits, **kw)))  # type: ignore[arg-type]
+                                                                        limits=limits, **kw)))
 
     def many(self, requests: list[RunRequest]) -> list[RunResult]:
         return self.loop.run_until_complete(self.backend.run_many(requests))

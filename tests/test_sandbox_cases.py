@@ -16,10 +16,10 @@ pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewra
 class Cases:
     def __init__(self, **config: float) -> None:
         self.loop = asyncio.new_event_loop()
-        self.backend = BwrapBackend(BwrapConfig(warm_pool=1, **config))  # type: ignore[arg-type]
+        self.backend = BwrapBackend(BwrapConfig(warm_pool=1, **config))
 
     def run(self, code: str, stdins: list[str], language: str = "python", **limits: float) -> list[RunResult]:
-        request = RunRequest(code=code, language=language, limits=Limits(**limits))  # type: ignore[arg-type]
+        request = RunRequest(code=code, language=language, limits=Limits(**limits))
         return self.loop.run_until_complete(self.backend.run_cases(request, stdins))
 
     def close(self) -> None:

@@ -14,7 +14,7 @@ from tests.conftest import LiveServer, run_server
 
 def verify(server: LiveServer, items: list[dict], **kw: object) -> httpx.Response:
     with server.client() as c:
-        return c.post("/v1/verify", json={"items": items}, **kw)  # type: ignore[arg-type]
+        return c.post("/v1/verify", json={"items": items}, **kw)
 
 
 def test_mixed_batch_keeps_order_and_every_status(server: LiveServer) -> None:

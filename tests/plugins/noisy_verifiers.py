@@ -38,7 +38,7 @@ class NoisyVerifier(Verifier):
     description = "Reports the reference's truth through a channel with FP rate rho0 and FN rate rho1."
     Options = NoisyOptions
 
-    def check(self, response: str, reference: Any, options: NoisyOptions) -> Verdict:  # type: ignore[override]
+    def check(self, response: str, reference: Any, options: NoisyOptions) -> Verdict:
         truth, u = _truth(reference), _uniform(options.seed, response)
         flipped = u < (options.rho1 if truth else options.rho0)
         return Verdict.ok(float(truth ^ flipped), "flipped" if flipped else "faithful")
@@ -55,7 +55,7 @@ class OracleJudge(Verifier):
     execution = "async"
     Options = OracleOptions
 
-    async def acheck(self, response: str, reference: Any, options: OracleOptions, ctx: Any) -> Verdict:  # type: ignore[override]
+    async def acheck(self, response: str, reference: Any, options: OracleOptions, ctx: Any) -> Verdict:
         await asyncio.sleep(0)
         truth = _truth(reference)
         wrong = _uniform(options.seed, response) < options.error_rate

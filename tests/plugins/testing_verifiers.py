@@ -19,7 +19,7 @@ class Sleep(Verifier):
     name = "test_sleep"
     Options = SleepOptions
 
-    def check(self, response: str, reference: Any, options: SleepOptions) -> Verdict:  # type: ignore[override]
+    def check(self, response: str, reference: Any, options: SleepOptions) -> Verdict:
         time.sleep(options.seconds)
         return Verdict.ok(1.0, "slept", pid=os.getpid())
 
