@@ -29,7 +29,7 @@ import sys
 import sysconfig
 import tempfile
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TypedDict
 
@@ -38,7 +38,7 @@ from sandbox.api import Limits, RunRequest, RunResult, RunStatus
 from sandbox.cgroups import MemoryCgroups, MemoryGroup
 from sandbox.fairslots import FairSlots, run_source
 from sandbox.languages import ResolvedLanguage, canonical_name, resolve_all
-from sandbox.limits import clamp
+from sandbox.limits import clamp, default_caps
 from sandbox.outcome import Observed, classify
 from sandbox.paths import files_problem, path_problem
 
@@ -92,8 +92,8 @@ class _Report(TypedDict, total=False):
 @dataclass
 class BwrapConfig:
     bwrap: str = "bwrap"
-    caps: Limits = None  # type: ignore[assignment]  # the most any request may ask for
-    defaults: Limits = None  # type: ignore[assignment]  # what a request that names no limits gets
+    caps: Limits = field(default_factory=default_caps)  # the most any request may ask for
+    defaults: Limits | None = None  # what a request that names no limits gets (None: Limits() within the caps)
     warm_pool: int = 4  # pre-started sandboxes waiting for a job
     max_concurrent: int = 0  # runs executing at once; 0 means 2 x CPU cores
     uid_base: int = 200_000  # root only: per-sandbox uids are uid_base .. uid_base + slots
@@ -107,8 +107,6 @@ class BwrapConfig:
     batch_budget_s: float = 2.0  # run_cases: no new case starts in a sandbox after this; the rest take a new turn
 
     def __post_init__(self) -> None:
-        self.caps = self.caps or Limits(wall_s=60, cpu_s=60, memory_mb=4096, processes=256, file_size_mb=256,
-                                        open_files=1024, output_bytes=16 << 20, disk_mb=1024)
         self.caps = replace(self.caps, compile_s=self.compile_wall_s)  # the compile budget caps every request's
         self.defaults = self.defaults or clamp(Limits(), self.caps)
         if self.refill_parallel <= 0:

@@ -11,10 +11,10 @@ import base64
 import posixpath
 import shlex
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sandbox.api import Limits, RunRequest, RunResult, RunStatus, one_run_per_case
-from sandbox.limits import clamp
+from sandbox.limits import clamp, default_caps
 from sandbox.outcome import Observed, classify
 
 # image per language; each must hold the toolchain. Compile-and-run in one shell line; the compile step runs under
@@ -47,13 +47,11 @@ def docker_unavailable_reason() -> str:
 
 @dataclass
 class DockerConfig:
-    caps: Limits = None  # type: ignore[assignment]
-    defaults: Limits = None  # type: ignore[assignment]
+    caps: Limits = field(default_factory=default_caps)
+    defaults: Limits | None = None  # None: Limits() within the caps
     max_concurrent: int = 4
 
     def __post_init__(self) -> None:
-        self.caps = self.caps or Limits(wall_s=60, cpu_s=60, memory_mb=4096, processes=256, file_size_mb=256,
-                                        open_files=1024, output_bytes=16 << 20, disk_mb=1024)
         self.defaults = self.defaults or clamp(Limits(), self.caps)
 
 

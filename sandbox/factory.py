@@ -55,6 +55,8 @@ def build_backend(config: Mapping[str, Any]) -> Backend:
     kind = cfg.pop("backend", "bwrap")
     caps = _limits(cfg.pop("caps", None), None)
     defaults = _limits(cfg.pop("defaults", None), None)
+    # a limits config that names none keeps the backend config's own
+    given = {name: value for name, value in (("caps", caps), ("defaults", defaults)) if value is not None}
     if kind == "none":
         return UnavailableBackend("the sandbox is disabled on this server (sandbox_backend=none)")
     if kind == "bwrap":
@@ -64,7 +66,7 @@ def build_backend(config: Mapping[str, Any]) -> Backend:
         if shutil.which(binary) is None:
             return UnavailableBackend(f"bubblewrap ({binary}) is not installed; run scripts/setup.sh")
         keep = {k: v for k, v in cfg.items() if k in BwrapConfig.__dataclass_fields__}
-        return BwrapBackend(BwrapConfig(caps=caps, defaults=defaults, **keep))  # type: ignore[arg-type]
+        return BwrapBackend(BwrapConfig(**{**keep, **given}))
     if kind == "docker":
         from sandbox.docker_backend import DockerBackend, DockerConfig, docker_unavailable_reason
 
@@ -72,5 +74,5 @@ def build_backend(config: Mapping[str, Any]) -> Backend:
         if reason:
             return UnavailableBackend(f"docker backend unavailable: {reason}")
         keep = {k: v for k, v in cfg.items() if k in DockerConfig.__dataclass_fields__}
-        return DockerBackend(DockerConfig(caps=caps, defaults=defaults, **keep))  # type: ignore[arg-type]
+        return DockerBackend(DockerConfig(**{**keep, **given}))
     raise ValueError(f"unknown sandbox backend {kind!r}; choose one of {', '.join(BACKENDS)}")

@@ -7,6 +7,12 @@ from dataclasses import asdict, fields
 from sandbox.api import Limits
 
 
+def default_caps() -> Limits:
+    """The caps of a backend configured without any: the most any request may ask for."""
+    return Limits(wall_s=60, cpu_s=60, memory_mb=4096, processes=256, file_size_mb=256, open_files=1024,
+                  output_bytes=16 << 20, disk_mb=1024)
+
+
 def over_caps(limits: Limits, caps: Limits) -> list[str]:
     """Each limit above its cap (or not positive), in words; empty when the request fits."""
     problems = []
