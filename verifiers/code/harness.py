@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     import subprocess
     from collections.abc import Callable
     from types import ModuleType
-    from typing import IO, Any, NoReturn
+    from typing import IO, Any, NoReturn  # Any: the program's and the tests' values, told apart by type(v) is T
 else:
     import _signal as signal  # the C module: ``signal`` adds enum, which costs more than the judge's other imports
 
