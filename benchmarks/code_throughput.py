@@ -123,7 +123,7 @@ def breakdown(rows: list, n: int) -> str:
             cpu.append(result.cpu_ms)
             return result
 
-        backend.run = counted  # type: ignore[method-assign]
+        backend.run = counted
         engine = Engine(build_registry(), resources={"sandbox": backend}, max_timeout_s=600)
         items = [VerifyItem("code", p, r, {"test_timeout_s": 30}) for p, r, _ in rows]
         await engine.verify_many(items[:2])  # warm the page cache

@@ -103,8 +103,8 @@ def batched(model, samples, device: str, dtype, budget: int, clients: int) -> tu
 
     spec = ModelSpec(name="bench", path="-", format="separator", max_batch_tokens=budget)
     n_params = sum(p.numel() for p in model.parameters())
-    loaded = LoadedModel(spec, None, model, device, dtype, 0, 4096, n_params, "")  # type: ignore[arg-type]
-    loaded._forward = _make_forward(spec, model, None)  # type: ignore[arg-type]
+    loaded = LoadedModel(spec, None, model, device, dtype, 0, 4096, n_params, "")
+    loaded._forward = _make_forward(spec, model, None)
 
     async def main() -> tuple[float, list]:
         b = Batcher(loaded.run, max_batch_tokens=budget, max_batch_size=512, max_wait_ms=5)

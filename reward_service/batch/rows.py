@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 # The columns a scored row gains. An input column of the same name is overwritten.
 RESULT_FIELDS = ("score", "status", "reason", "details")
@@ -117,13 +117,24 @@ def plan(rows: list[dict[str, Any]], spec: RowSpec) -> tuple[list[dict[str, Any]
     return out, positions, items
 
 
+T = TypeVar("T")
+
+
+def complete(values: list[T | None], what: str) -> list[T]:
+    """``values`` once every slot is filled: a slot left empty is a bug that must not become a missing output row."""
+    missing = [i for i, v in enumerate(values) if v is None]
+    if missing:
+        raise RuntimeError(f"{len(missing)} {what} left without a result (first at {missing[0]})")
+    return [v for v in values if v is not None]
+
+
 def fill(rows: list[dict[str, Any]], out: list[dict[str, Any] | None], positions: list[int],
          results: list[Result]) -> list[dict[str, Any]]:
     if len(results) != len(positions):
         raise RuntimeError(f"verifier returned {len(results)} results for {len(positions)} items")
     for k, result in zip(positions, results):
         out[k] = merge(rows[k], result)
-    return out  # type: ignore[return-value]
+    return complete(out, "rows")
 
 
 def score_batch(rows: list[dict[str, Any]], spec: RowSpec, verify: VerifyBatch) -> list[dict[str, Any]]:

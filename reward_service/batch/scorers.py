@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from reward_service.batch.rows import Item, Result, error_result
+from reward_service.batch.rows import Item, Result, complete, error_result
 from verifiers.engine import Engine
 from verifiers.registry import UnknownVerifier
 from verifiers.types import VerifyItem
@@ -34,7 +34,7 @@ class EmbeddedScorer:
         verdicts = await self.engine.verify_many(prepared) if prepared else []
         for i, verdict in zip(positions, verdicts):
             results[i] = verdict.to_dict()
-        return results  # type: ignore[return-value]
+        return complete(results, "items")
 
 
 class RemoteScorer:
@@ -60,4 +60,4 @@ class RemoteScorer:
             for i, v in zip(live, verdicts):
                 results[i] = {"score": v.score, "status": v.status, "reason": v.reason, "details": v.details}
             break
-        return results  # type: ignore[return-value]
+        return complete(results, "items")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 Z95 = 1.959963984540054
 
@@ -49,7 +49,8 @@ class _Tally:
     """Integer counters that add field by field (merging the counts of several audits or windows)."""
 
     def __add__(self: _T, other: _T) -> _T:
-        sums = (getattr(self, f.name) + getattr(other, f.name) for f in fields(self))  # type: ignore[arg-type]
+        # Subclasses are dataclasses; the base is not one, so mypy needs to be told.
+        sums = (getattr(self, f.name) + getattr(other, f.name) for f in fields(cast(Any, self)))
         return type(self)(*sums)
 
 

@@ -130,6 +130,7 @@ def parse_criteria(text: str, ids: Sequence[str]) -> tuple[dict[str, CriterionMa
 
 
 Winner = Literal["A", "B", "tie"]
+_WINNERS: dict[str, Winner] = {"a": "A", "b": "B", "tie": "tie"}
 
 
 def parse_winner(text: str) -> tuple[Winner, Method]:
@@ -146,4 +147,4 @@ def parse_winner(text: str) -> tuple[Winner, Method]:
     value = {"response a": "a", "response b": "b", "draw": "tie", "equal": "tie"}.get(value, value)
     if value not in ("a", "b", "tie"):
         raise JudgeParseError(f"winner {raw!r} is not A, B or tie")
-    return ("tie" if value == "tie" else value.upper()), method  # type: ignore[return-value]
+    return _WINNERS[value], method

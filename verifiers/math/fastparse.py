@@ -181,6 +181,13 @@ class _Parser:
     def peek(self) -> str | None:
         return self.tokens[self.pos][0] if self.pos < len(self.tokens) else None
 
+    def take_next(self) -> str:
+        """The next token's text, whatever its kind (the caller has peeked at it)."""
+        kind = self.peek()
+        if kind is None:
+            raise _Refuse
+        return self.take(kind)
+
     def take(self, kind: str) -> str:
         if self.peek() != kind:
             raise _Refuse
@@ -309,7 +316,7 @@ class _Parser:
         self.pos += 1
         rows = [[self.expr()]]
         while self.peek() in ("col", "row"):
-            if self.take(self.peek()) == "&":  # type: ignore[arg-type]
+            if self.take_next() == "&":
                 rows[-1].append(self.expr())
             else:
                 rows.append([self.expr()])
@@ -323,7 +330,7 @@ class _Parser:
     def expr(self) -> sympy.Basic:
         lh = self.product()
         while self.peek() in ("+", "-"):
-            sign = self.take(self.peek())  # type: ignore[arg-type]
+            sign = self.take_next()
             rh = self.product()
             lh = _flat(sympy.Add, lh, _negate(rh) if sign == "-" else rh)
         return lh

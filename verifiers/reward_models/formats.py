@@ -109,7 +109,9 @@ class Encoder:
                     positions.append(len(ids) - 1)
                     continue
                 ids.extend(piece)
-                ids.append(self.marker_id)  # type: ignore[arg-type]
+                if marker is None:  # every format but token_classification resolves its marker at load
+                    raise RuntimeError(f"format {fmt!r} needs a step marker token")
+                ids.append(marker)
                 positions.append(len(ids) - 1)
                 if fmt == "step_tag" and k < len(steps) - 1:
                     ids.extend(self.newline_ids)

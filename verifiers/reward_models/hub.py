@@ -135,7 +135,9 @@ class ModelHub:
             InputTooLong(f"input of {len(s)} tokens exceeds the model's limit of {limit}") for s in seqs
         ]
         fit = [i for i, s in enumerate(seqs) if len(s) <= limit]
-        scored = await served.batcher.score([seqs[i] for i in fit])  # type: ignore[union-attr]
+        if served.batcher is None:
+            raise VerifierUnavailable(f"reward model {served.spec.name!r} is not loaded yet")
+        scored = await served.batcher.score([seqs[i] for i in fit])
         for i, r in zip(fit, scored):
             results[i] = r
         return results

@@ -80,7 +80,8 @@ class LoadedModel:
     max_length: int
     n_params: int
     attn_implementation: str
-    _forward: Callable[[Any, Any, Any], Any] = None  # type: ignore[assignment]
+    # Set right after construction by load_model (it needs the built model); never None once a caller sees it.
+    _forward: Callable[[Any, Any, Any], Any] = None  # type: ignore[assignment]  # filled in after __init__
 
     def run(self, batch: Sequence[Encoded]) -> list[list[float]]:
         """Scores at every score position of every sequence in ``batch`` (one padded forward pass)."""
