@@ -23,6 +23,7 @@ import json
 import logging
 import marshal
 import os
+import py_compile
 import signal
 import site
 import sys
@@ -46,6 +47,21 @@ log = logging.getLogger("sandbox.bwrap")
 
 LAUNCHER = Path(__file__).with_name("launcher.py")
 LAUNCHER_IN_SANDBOX = "/.sandbox/launcher.py"
+
+
+def _compiled_launcher(directory: str) -> tuple[str, str]:
+    """(host path, sandbox path) of the supervisor to run: its bytecode, compiled once per backend, so no sandbox
+    start compiles it again (Python never caches the bytecode of a main script; ~3.5 ms of CPU per start here). The
+    sandbox runs the host's own interpreter, so the bytecode's magic matches; the source is the fallback."""
+    target = os.path.join(directory, "launcher.pyc")
+    try:
+        py_compile.compile(str(LAUNCHER), cfile=target, dfile=LAUNCHER_IN_SANDBOX, doraise=True,
+                           invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    except (py_compile.PyCompileError, OSError) as exc:
+        log.warning("running the sandbox supervisor from source: cannot compile it (%s)", exc)
+        return str(LAUNCHER), LAUNCHER_IN_SANDBOX
+    os.chmod(target, 0o644)
+    return target, LAUNCHER_IN_SANDBOX + "c"
 WORK_IN_SANDBOX = "/work"  # the program's work dir, where the supervisor writes its files
 HOST_MOUNTS = "/.sandbox/host"  # where non-system directories (the interpreter's prefix, toolchains) are bound
 BASE_ENV = {
@@ -301,6 +317,7 @@ class BwrapBackend:
             Path(self._etc, name).write_text(text)
             os.chmod(Path(self._etc, name), 0o644)
         etc_binds = [(str(Path(self._etc, name)), f"/etc/{name}") for name in sorted(os.listdir(self._etc))]
+        launcher, launcher_inside = _compiled_launcher(self._etc)
         self._cgroups: MemoryCgroups | None = None
         self._cgroup_reason = "disabled in the configuration (memory_cgroup=off)"
         if c.memory_cgroup != "off":
@@ -313,14 +330,14 @@ class BwrapBackend:
             "--die-with-parent", "--new-session", "--as-pid-1", "--clearenv", "--hostname", "sandbox",
             *(["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"] if self._privileged else []),
             *_mount_args([*SYSTEM_PATHS, *extra], mapped, etc_binds),
-            "--perms", "0755", "--dir", "/.sandbox", "--ro-bind", str(LAUNCHER), LAUNCHER_IN_SANDBOX,
+            "--perms", "0755", "--dir", "/.sandbox", "--ro-bind", launcher, launcher_inside,
             "--proc", "/proc", "--dev", "/dev",
             # mount points only: the supervisor mounts the run's own tmpfs on them when the job (and its disk_mb) is in
             "--perms", "0755", "--dir", "/.rw", "--perms", "0755", "--dir", "/work", "--perms", "1777", "--dir", "/tmp",
             "--chdir", "/work",
             "--setenv", "PATH", BASE_ENV["PATH"],
             *(["--setenv", "LD_LIBRARY_PATH", self._python.library_path] if self._python.library_path else []),
-            self._python.executable, "-S", "-I", LAUNCHER_IN_SANDBOX,
+            self._python.executable, "-S", "-I", launcher_inside,
         ]
         self._uid_available = asyncio.Condition() if self._privileged else None
         self._slots = FairSlots(c.max_concurrent)  # taken in turns by source (fairslots.run_source)
