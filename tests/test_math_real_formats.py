@@ -269,6 +269,19 @@ def test_golds_that_are_not_bare_values_still_reject_other_answers(gold: str, an
     assert score(f"Therefore the answer is $\\boxed{{{answer}}}$.", gold) == 0.0
 
 
+
+@pytest.mark.parametrize("answer,gold,expected", [
+    # MATH-style golds that name their value (MATH-500 has "x=5", "y = 2x + 3" and \mathbf{v} vectors).
+    ("\\begin{pmatrix} 1 \\\\ -2 \\end{pmatrix}", "\\mathbf{v} = \\begin{pmatrix} 1 \\\\ -2 \\end{pmatrix}", 1.0),
+    ("\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}", "\\mathbf{v} = \\begin{pmatrix} 1 \\\\ -2 \\end{pmatrix}", 0.0),
+    ("2x + 3", "y = 2x + 3", 1.0),
+    ("\\frac{\\pi}{3}", "\\theta = \\frac{\\pi}{3}", 1.0),
+    ("1", "x^2 + y^2 = 1", 0.0),  # an equation, not a named value: its right side is not the answer
+    ("y = 5", "x = 5", 0.0),  # an answer that names another quantity
+])
+def test_a_gold_that_names_its_value_accepts_the_value_alone(answer: str, gold: str, expected: float) -> None:
+    assert score(f"Therefore the answer is $\\boxed{{{answer}}}$.", gold) == expected
+
 # --- 4. the hedging guard: quiet on what is not a second answer, firm on several final answers ----------------------
 
 @pytest.mark.parametrize("response,gold", [

@@ -170,7 +170,8 @@ def compare(gold: Gold, answer: str, rel_tol: float) -> Decision:
         return Decision(False, "condition", note="the answer's quantifier/condition differs from the reference's")
     if canonical(body) == gold.key:
         return Decision(True, "string")
-    stated = _named_list(gold, body, rel_tol) or _statement_value(gold, body, rel_tol)
+    stated = (_named_list(gold, body, rel_tol) or _statement_value(gold, body, rel_tol)
+              or _named_gold_value(gold, body, rel_tol))
     if stated is not None:
         return stated
     listed = _list_as_tuple(gold, body, rel_tol) or _as_intervals(gold, body, rel_tol)
@@ -281,6 +282,31 @@ def _named_list(gold: Gold, body: str, rel_tol: float) -> Decision | None:
         if decision.equal and not decision.hedged:
             return decision
     return Decision(False, decision.method)  # one compound answer with other values: wrong, not a hedge
+
+
+# The name side of a gold "name = value": a letter or a Greek letter (optionally bold or an arrow, with a subscript),
+# or a function of some arguments: \mathbf{v}, \vec{AB}, x_1, \theta, f(x). Never an expression ("x^2 + y^2").
+_NAME_SIDE = re.compile(
+    r"(?:\\(?:mathbf|vec|boldsymbol|overrightarrow|bar|hat)\s*\{\s*[A-Za-z]{1,2}\s*\}|[A-Za-z]"
+    r"|\\(?:alpha|beta|gamma|delta|theta|lambda|mu|phi|varphi|omega|sigma|tau|rho|psi))"
+    r"(?:_\{?\w+\}?)?(?:\s*\([^()=]*\))?"
+)
+
+
+def _named_gold_value(gold: Gold, body: str, rel_tol: float) -> Decision | None:
+    """A gold that names its value (``\\mathbf{v} = \\begin{pmatrix}...``, ``x = 5``, ``f(x) = 2x``) against an answer
+    that states the value alone: compared with the gold's value side. Only accepts; an answer that is itself an
+    equation goes the usual way (its own name must then match)."""
+    sides = equation_sides(gold.text)
+    if sides is None or len(sides) != 2 or not _NAME_SIDE.fullmatch(sides[0].strip()) or \
+            equation_sides(body) is not None:
+        return None
+    try:
+        value = parse_gold(sides[1])
+    except InvalidReference:
+        return None
+    decision = compare(value, body, rel_tol)
+    return decision if decision.equal and not decision.hedged else None
 
 
 def _statement_value(gold: Gold, body: str, rel_tol: float) -> Decision | None:
