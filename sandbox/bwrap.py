@@ -47,21 +47,6 @@ log = logging.getLogger("sandbox.bwrap")
 
 LAUNCHER = Path(__file__).with_name("launcher.py")
 LAUNCHER_IN_SANDBOX = "/.sandbox/launcher.py"
-
-
-def _compiled_launcher(directory: str) -> tuple[str, str]:
-    """(host path, sandbox path) of the supervisor to run: its bytecode, compiled once per backend, so no sandbox
-    start compiles it again (Python never caches the bytecode of a main script; ~3.5 ms of CPU per start here). The
-    sandbox runs the host's own interpreter, so the bytecode's magic matches; the source is the fallback."""
-    target = os.path.join(directory, "launcher.pyc")
-    try:
-        py_compile.compile(str(LAUNCHER), cfile=target, dfile=LAUNCHER_IN_SANDBOX, doraise=True,
-                           invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
-    except (py_compile.PyCompileError, OSError) as exc:
-        log.warning("running the sandbox supervisor from source: cannot compile it (%s)", exc)
-        return str(LAUNCHER), LAUNCHER_IN_SANDBOX
-    os.chmod(target, 0o644)
-    return target, LAUNCHER_IN_SANDBOX + "c"
 WORK_IN_SANDBOX = "/work"  # the program's work dir, where the supervisor writes its files
 HOST_MOUNTS = "/.sandbox/host"  # where non-system directories (the interpreter's prefix, toolchains) are bound
 BASE_ENV = {
@@ -83,6 +68,21 @@ PHASES = {"slot wait": ("admitted", "slot"), "warm take": ("slot", "taken"), "jo
           "report": ("ended", "reported"), "kill/drain": ("reported", "collected"),
           "teardown": ("collected", "released")}
 OVERHEAD_MB = 64  # the supervisor's interpreter and kernel bookkeeping, on top of memory_mb + disk_mb
+
+
+def _compiled_launcher(directory: str) -> tuple[str, str]:
+    """(host path, sandbox path) of the supervisor to run: its bytecode, compiled once per backend, so no sandbox
+    start compiles it again (Python never caches the bytecode of a main script; ~3.5 ms of CPU per start here). The
+    sandbox runs the host's own interpreter, so the bytecode's magic matches; the source is the fallback."""
+    target = os.path.join(directory, "launcher.pyc")
+    try:
+        py_compile.compile(str(LAUNCHER), cfile=target, dfile=LAUNCHER_IN_SANDBOX, doraise=True,
+                           invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    except (py_compile.PyCompileError, OSError) as exc:
+        log.warning("running the sandbox supervisor from source: cannot compile it (%s)", exc)
+        return str(LAUNCHER), LAUNCHER_IN_SANDBOX
+    os.chmod(target, 0o644)
+    return target, LAUNCHER_IN_SANDBOX + "c"
 
 
 class _Report(TypedDict, total=False):
