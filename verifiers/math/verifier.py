@@ -63,6 +63,7 @@ class Gold:
     condition: str | None
     shape: str | None = None  # a tuple, interval, union or matrix the LaTeX parser certainly reads as one
     polar: str | None = None  # "yes"/"no": the gold answers a yes/no question ("No, it is not possible ...")
+    named_value: str | None = None  # the value side of a gold that names its value ("\\mathbf{v} = ...", "x = 5")
     _expr: sympy.Basic | None = None
     _too_large: bool = False
 
@@ -114,8 +115,10 @@ def parse_gold(reference: str) -> Gold:
     polar = polarity(body) if number is None and not re.search(r"\d", body) else None
     if polar is not None and words is None:
         words = polar
+    sides = equation_sides(body) if number is None else None
+    named_value = sides[1] if sides and len(sides) == 2 and _NAME_SIDE.fullmatch(sides[0].strip()) else None
     gold = Gold(body, canonical(body), number, words, condition, compound_shape(body) if number is None else None,
-                polar)
+                polar, named_value)
     if number is not None:
         gold._expr = _number_expr(number)
     elif words is None and not well_formed(body):
@@ -297,12 +300,10 @@ def _named_gold_value(gold: Gold, body: str, rel_tol: float) -> Decision | None:
     """A gold that names its value (``\\mathbf{v} = \\begin{pmatrix}...``, ``x = 5``, ``f(x) = 2x``) against an answer
     that states the value alone: compared with the gold's value side. Only accepts; an answer that is itself an
     equation goes the usual way (its own name must then match)."""
-    sides = equation_sides(gold.text)
-    if sides is None or len(sides) != 2 or not _NAME_SIDE.fullmatch(sides[0].strip()) or \
-            equation_sides(body) is not None:
+    if gold.named_value is None or equation_sides(body) is not None:
         return None
     try:
-        value = parse_gold(sides[1])
+        value = parse_gold(gold.named_value)
     except InvalidReference:
         return None
     decision = compare(value, body, rel_tol)
