@@ -121,6 +121,9 @@ class BwrapConfig:
     memory_cgroup: str = "auto"  # "auto": use one where the host allows; "off"; or the path of a delegated cgroup
     refill_parallel: int = 0  # warm sandboxes started at once when refilling; 0 means the CPU cores
     batch_budget_s: float = 2.0  # run_cases: no new case starts in a sandbox after this; the rest take a new turn
+    # Runs one sandbox serves before it is replaced (1: a fresh sandbox per run). Each run gets fresh mount and IPC
+    # namespaces and its own tmpfs, and every process of the previous run is dead before it starts.
+    reuse_runs: int = 256
 
     def __post_init__(self) -> None:
         self.caps = replace(self.caps, compile_s=self.compile_wall_s)  # the compile budget caps every request's
@@ -233,17 +236,20 @@ def _ppid(pid: str) -> int:
 
 
 class _Sandbox:
-    """One started bwrap + supervisor, waiting for its single job."""
+    """One started bwrap + supervisor, serving runs one after another (``runs_left`` of them at most)."""
 
     def __init__(self, proc: asyncio.subprocess.Process, result: asyncio.StreamReader, transport: asyncio.BaseTransport,
-                 uid: int | None, group: MemoryGroup | None = None) -> None:
+                 uid: int | None, group: MemoryGroup | None = None, runs_left: int = 1) -> None:
         self.proc = proc
         self.result = result
         self.transport = transport
         self.uid = uid
         self.group = group
         self.supervisor: int | None = None  # a pidfd of the supervisor, the sandbox's pid 1
-        self.oom_seen = 0  # the memory cgroup's OOM kills already accounted for (batch cases, one by one)
+        self.oom_seen = 0  # the memory cgroup's OOM kills already accounted for (earlier runs and cases)
+        self.runs_left = runs_left
+        # True only after a run that ended with the supervisor's report saying it cleaned up after it
+        self.reusable = False
 
     def find_supervisor(self) -> None:
         """Hold a pidfd of bwrap's child. The supervisor runs under another uid, so bwrap (which keeps no CAP_KILL)
@@ -275,20 +281,13 @@ class _Sandbox:
         self.transport.close()
 
 
-async def _read_capped(stream: asyncio.StreamReader, cap: int, overflow: asyncio.Event) -> tuple[bytes, bool]:
-    data = bytearray()
-    truncated = False
-    while True:
-        chunk = await stream.read(1 << 16)
-        if not chunk:
-            return bytes(data), truncated
-        if len(data) + len(chunk) > cap:
-            data += chunk[: cap - len(data)]
-            truncated = True
-            overflow.set()
-            # keep draining so the writer is never blocked on a full pipe before we kill it
-        elif not truncated:
-            data += chunk
+async def _read_frame(stream: asyncio.StreamReader) -> tuple[bytes, bytes]:
+    """One frame of the supervisor's (sandbox/launcher.py): (kind, data); (b"", b"") once it is gone."""
+    try:
+        head = await stream.readexactly(5)
+        return head[:1], await stream.readexactly(int.from_bytes(head[1:], "little"))
+    except asyncio.IncompleteReadError:
+        return b"", b""
 
 
 class BwrapBackend:
@@ -347,7 +346,9 @@ class BwrapBackend:
         self._closed = False
         self.ready = self.config.warm_pool == 0
         self.last_error = ""
-        self.stats = {"runs": 0, "warm_hits": 0, "cold_starts": 0, "sandbox_errors": 0}
+        self._busy_reusable = 0  # sandboxes running a job that may come back to the pool after it
+        self._single_use_logged = False
+        self.stats = {"runs": 0, "warm_hits": 0, "cold_starts": 0, "sandbox_errors": 0, "reuses": 0}
         self.phase_ms: dict[str, float] = {}  # summed per phase of PHASES, plus "runs", "spawns" and "spawn
 
     def isolation(self) -> dict[str, object]:
@@ -485,7 +486,8 @@ class BwrapBackend:
                 # join the group before bwrap exists, so every process of the sandbox is born inside it
                 argv = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(group.procs), *argv]
             proc = await asyncio.create_subprocess_exec(
-                *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.PIPE,
                 pass_fds=(w,), start_new_session=True, env={"PATH": BASE_ENV["PATH"]},
             )
         except BaseException:
@@ -501,17 +503,22 @@ class BwrapBackend:
         transport, _ = await loop.connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(r, "rb", buffering=0)
         )
-        box = _Sandbox(proc, reader, transport, uid, group)
+        box = _Sandbox(proc, reader, transport, uid, group, runs_left=self.config.reuse_runs)
         try:
-            line = await asyncio.wait_for(reader.readline(), timeout=30)
+            kind, data = await asyncio.wait_for(_read_frame(reader), timeout=30)
         except TimeoutError:
-            line = b""
+            kind, data = b"", b""
         except BaseException:  # cancelled (shutdown): never leave a half-started sandbox behind
             await asyncio.shield(self._release(box))
             raise
-        if line == b"R\n":
+        if kind == b"R":
             box.find_supervisor()
-        if line != b"R\n":
+            if data:  # the supervisor cannot seal its base: every run of it would see what the last one left
+                box.runs_left = 1
+                if not self._single_use_logged:
+                    log.warning("sandboxes serve one run each: %s", data.decode(errors="replace"))
+                    self._single_use_logged = True
+        if kind != b"R":
             err = b""
             with contextlib.suppress(Exception):
                 await self._release(box)
@@ -525,10 +532,10 @@ class BwrapBackend:
         while not self._closed:
             await self._refill_wanted.wait()
             self._refill_wanted.clear()
-            while self._warm.qsize() < self.config.warm_pool and not self._closed:
+            while self._missing() > 0 and not self._closed:
                 # Several at once: one at a time refills at the pace of one start's latency, slower than concurrent
                 # runs drain the pool, and every run that finds it empty pays a cold start inside its slot.
-                want = min(self.config.warm_pool - self._warm.qsize(), self.config.refill_parallel)
+                want = min(self._missing(), self.config.refill_parallel)
                 started = await asyncio.gather(*(self._spawn() for _ in range(want)), return_exceptions=True)
                 for box in started:
                     if isinstance(box, _Sandbox):
@@ -549,21 +556,45 @@ class BwrapBackend:
                 if self.last_error:
                     log.info("warm sandboxes start again")
                     self.last_error = ""
-                if self._warm.qsize() >= self.config.warm_pool:
+                if self._missing() <= 0:
                     self.ready = True
 
+    def _missing(self) -> int:
+        """Sandboxes to start: the pool counts the idle ones and those serving a run that will come back after it."""
+        return self.config.warm_pool - self._warm.qsize() - self._busy_reusable
+
     async def _take(self) -> _Sandbox:
-        self._refill_wanted.set()
         if not self._warm.empty():
             self.stats["warm_hits"] += 1
-            return self._warm.get_nowait()
-        self.stats["cold_starts"] += 1
-        return await self._spawn()
+            box = self._warm.get_nowait()
+        else:
+            self.stats["cold_starts"] += 1
+            box = await self._spawn()
+        box.runs_left -= 1
+        box.reusable = False
+        if box.runs_left > 0:
+            self._busy_reusable += 1
+        self._refill_wanted.set()
+        return box
+
+    async def _give_back(self, box: _Sandbox) -> None:
+        """After a run: back to the pool if the supervisor cleaned up after it and the pool has room, else gone."""
+        if box.runs_left > 0:
+            self._busy_reusable -= 1
+        if (box.reusable and box.runs_left > 0 and not self._closed
+                and self._warm.qsize() < max(self.config.warm_pool, self.config.max_concurrent)):
+            self.stats["reuses"] += 1
+            self._warm.put_nowait(box)
+            return
+        await self._release(box)
+        self._refill_wanted.set()
 
     # --- one run ----------------------------------------------------------------------------------------------
 
-    def _job(self, request: RunRequest, lang: ResolvedLanguage, limits: Limits, stdin: bytes,
-             cases: list[int] | None = None) -> dict[str, object]:
+    def _job(self, request: RunRequest, lang: ResolvedLanguage, limits: Limits, files: list[tuple[str, int]],
+             cases: list[int]) -> dict[str, object]:
+        """What the supervisor needs to know of a run: names, sizes, commands and limits. The files' contents and
+        the stdin follow it raw (see ``_run``), so the supervisor never holds them in its memory."""
         c = self.config
         spec = lang.spec
         src = spec.file_for(request.code)
@@ -575,10 +606,11 @@ class BwrapBackend:
         tools = self._tools.get(lang.spec.name, {})
         py = self._python.executable
         return {
-            "files": {**request.files, src: request.code},
+            "files": files,  # (name, size) in the order of their contents
+            "payload_bytes": sum(size for _, size in files),
             "source_file": src,
-            "stdin_bytes": len(stdin),
-            "cases": cases,  # batch mode: each case's share of stdin (bytes), in order
+            "stdin_bytes": sum(cases),
+            "cases": cases,  # each case's share of stdin (bytes), in order; a single run is one case
             "batch_budget_s": c.batch_budget_s,
             "args": list(request.args),
             "env": {**self._env, **dict(spec.env)},
@@ -613,10 +645,12 @@ class BwrapBackend:
             return [], RunResult(RunStatus.SANDBOX_ERROR, reason=f"invalid request: {problem}")
         limits = clamp(request.limits, self.config.caps)
         inputs = [request.stdin.encode()] if stdins is None else [s.encode() for s in stdins]
-        stdin = b"".join(inputs)
-        job = self._job(request, lang, limits, stdin, None if stdins is None else [len(i) for i in inputs])
+        contents = {**request.files, lang.spec.file_for(request.code): request.code}
+        encoded = [(name, text.encode()) for name, text in contents.items()]
+        job = self._job(request, lang, limits, [(name, len(data)) for name, data in encoded], [len(i) for i in inputs])
         data = marshal.dumps(job)  # the supervisor is this interpreter: its format, and no imports to read it
-        payload = len(data).to_bytes(8, "little") + data + stdin  # stdin raw, behind the job: see _stdin_memfd
+        # the files' contents and the stdin raw, behind the job: the supervisor moves them into memfds (_into_memfd)
+        payload = b"".join([len(data).to_bytes(8, "little"), data, *(d for _, d in encoded), *inputs])
         cases: list[RunResult] | None = None if stdins is None else []
         marks: dict[str, float] = {"admitted": time.perf_counter()}
         async with self._slots.hold(run_source.get() or object()):
@@ -629,7 +663,7 @@ class BwrapBackend:
                                              cases=cases)
                 return cases or [], result
             finally:
-                await self._release(box)
+                await self._give_back(box)
                 marks["released"] = time.perf_counter()
                 self._account(marks)
 
@@ -647,127 +681,122 @@ class BwrapBackend:
 
     async def _execute(self, box: _Sandbox, job: bytes, limits: Limits, compiled: bool,
                        marks: dict[str, float] | None = None, cases: list[RunResult] | None = None) -> RunResult:
-        """Hand the job over and wait for the report; in batch mode (``cases``), each case's report is appended to
-        ``cases`` as it arrives, and the clock covers the batch: its budget plus one case's wall time."""
+        """Hand the job over and read the supervisor's frames until its report ("D"). In batch mode (``cases``)
+        each case's result is appended to ``cases`` as its header arrives. The supervisor keeps each case's wall
+        clock; the host keeps a backstop (the compile budget, then the run's clock and a grace) and destroys a
+        sandbox that overruns it, or whose supervisor did not say it cleaned up after the run."""
         marks = {} if marks is None else marks
-        run_wall = limits.wall_s if cases is None else self.config.batch_budget_s + limits.wall_s + 5.0
+        loop = asyncio.get_running_loop()
+        backstop = limits.wall_s + 2.0 if cases is None else self.config.batch_budget_s + limits.wall_s + 5.0
         proc = box.proc
-        assert proc.stdin and proc.stdout and proc.stderr
-        overflow = asyncio.Event()
-        out_task = asyncio.create_task(_read_capped(proc.stdout, limits.output_bytes, overflow))
-        err_task = asyncio.create_task(_read_capped(proc.stderr, limits.output_bytes, overflow))
+        assert proc.stdin
         cgroup_mb = 0
         if box.group is not None:
             cgroup_mb = self._memory_limit_mb(limits, compiling=compiled)
             box.group.set_limit(cgroup_mb << 20)
+            box.oom_seen = box.group.oom_kills()
         t0 = marks["write"] = time.perf_counter()
         proc.stdin.write(job)
         with contextlib.suppress(ConnectionError):
             await proc.stdin.drain()
-        awaiting_go = compiled and box.group is not None
-        if not awaiting_go:
-            proc.stdin.close()
-
-        timed_out = compile_timed_out = False
-        report: _Report | None = None
-        run_started = t0
-        deadline = t0 + (limits.compile_s if compiled else limits.wall_s)
-        overflow_wait = asyncio.create_task(overflow.wait())
-        compile_oom = False
+        out, err = bytearray(), bytearray()
+        got = _Frames()
+        started = timed_out = False
         try:
-            while True:
-                line_task = asyncio.create_task(box.result.readline())
-                timeout = max(0.0, deadline - time.perf_counter())
-                done, _ = await asyncio.wait({line_task, overflow_wait}, timeout=timeout,
-                                             return_when=asyncio.FIRST_COMPLETED)
-                if line_task not in done:
-                    line_task.cancel()
-                    if overflow_wait not in done:
-                        compile_timed_out = compiled and run_started == t0
-                        timed_out = not compile_timed_out
-                    break
-                line = line_task.result()
-                if line == b"C\n":
-                    if awaiting_go and box.group is not None:
-                        # the compiler is done: the program gets its own (lower) limit before its first instruction
-                        box.oom_seen = box.group.oom_kills()
-                        compile_oom = box.oom_seen > 0
-                        cgroup_mb = self._memory_limit_mb(limits, compiling=False)
-                        try:
-                            box.group.set_limit(cgroup_mb << 20)
-                        except OSError as exc:
-                            return await self._abort(box, out_task, err_task, RunResult(
-                                RunStatus.SANDBOX_ERROR, reason=f"cannot lower the run's memory limit after "
-                                                                f"compiling: {exc.strerror or exc}"))
-                        proc.stdin.write(b"G\n")
-                        with contextlib.suppress(ConnectionError):
-                            await proc.stdin.drain()
-                        proc.stdin.close()
-                    run_started = time.perf_counter()
-                    deadline = run_started + run_wall
-                    continue
-                if cases is not None and line.startswith(b'{"phase":"case"'):
-                    case = await self._case(box, json.loads(line), limits, cgroup_mb)
-                    if case is None:
+            async with asyncio.timeout_at(loop.time() + (limits.compile_s if compiled else backstop)) as clock:
+                while True:
+                    kind, data = await _read_frame(box.result)
+                    if kind == b"O":
+                        out += data
+                    elif kind == b"E":
+                        err += data
+                    elif kind == b"H":
+                        case = self._case(box, json.loads(data), bytes(out), bytes(err), limits, cgroup_mb)
+                        out, err = bytearray(), bytearray()
+                        if cases is None:
+                            got.single = case
+                        else:
+                            cases.append(case)
+                    elif kind == b"C":
+                        if compiled and box.group is not None:
+                            cgroup_mb = self._memory_limit_mb(limits, compiling=False)
+                            failed = await self._lower_after_compile(box, box.group, cgroup_mb)
+                            if failed is not None:
+                                return failed
+                        started = True
+                        clock.reschedule(loop.time() + backstop)
+                    elif kind == b"c":
+                        got.compile_output = data.decode("utf-8", "replace")
+                    elif kind == b"F":
+                        size = int.from_bytes(data[:2], "little")
+                        got.files[data[2:2 + size].decode(errors="replace")] = data[2 + size:].decode(errors="replace")
+                    else:  # "D", the report; or b"" (the supervisor is gone) or a frame it never sends
+                        if kind == b"D":
+                            marks["reported"] = time.perf_counter()
+                            got.report = json.loads(data)
+                            _supervisor_marks(got.report, marks)
                         break
-                    cases.append(case)
-                    continue
-                if line.strip():
-                    marks["reported"] = time.perf_counter()
-                    report = json.loads(line)
-                    _supervisor_marks(report, marks)
-                break
-        finally:
-            overflow_wait.cancel()
-        wall_ms = (time.perf_counter() - run_started) * 1000.0
-        box.kill()  # the program's main process is done (or out of time): nothing it left behind survives
-        stdout, out_trunc = await out_task
-        stderr, err_trunc = await err_task
-        await proc.wait()
+        except TimeoutError:
+            timed_out = True
+        box.reusable = got.report is not None and got.report.get("reusable") is True and not timed_out
+        if not box.reusable:
+            box.kill()  # whatever is left of the run dies with its supervisor
         marks["collected"] = time.perf_counter()
-        oom = box.group is not None and box.group.oom_kills() > 0 and not compile_oom
-        return self._result(report, stdout, stderr, out_trunc or err_trunc, wall_ms, limits,
-                            timed_out=timed_out, compile_timed_out=compile_timed_out,
-                            oom_killed=oom, cgroup_mb=cgroup_mb)
+        compile_timed_out = timed_out and compiled and not started
+        oom = (box.group is not None and got.single is None and box.group.oom_kills() > box.oom_seen)
+        return self._result(got, cases is not None, limits, wall_ms=(time.perf_counter() - t0) * 1000.0,
+                            timed_out=timed_out and not compile_timed_out, compile_timed_out=compile_timed_out,
+                            oom_killed=oom, cgroup_mb=cgroup_mb, out=bytes(out), err=bytes(err))
 
-    async def _abort(self, box: _Sandbox, out_task: asyncio.Task[tuple[bytes, bool]],
-                     err_task: asyncio.Task[tuple[bytes, bool]], result: RunResult) -> RunResult:
-        box.kill()
-        await out_task
-        await err_task
-        await box.proc.wait()
-        return result
-
-    def _result(self, report: _Report | None, stdout: bytes, stderr: bytes, truncated: bool,
-                wall_ms: float, limits: Limits, *, timed_out: bool, compile_timed_out: bool,
-                oom_killed: bool = False, cgroup_mb: int = 0) -> RunResult:
-        out = stdout.decode("utf-8", "replace")
-        err = stderr.decode("utf-8", "replace")
+    def _result(self, got: _Frames, batch: bool, limits: Limits, *, wall_ms: float, timed_out: bool,
+                compile_timed_out: bool, oom_killed: bool, cgroup_mb: int, out: bytes, err: bytes) -> RunResult:
+        """The run's result from what the supervisor sent (for a batch: only how the batch as a whole ended)."""
+        report = got.report
         if compile_timed_out:
-            return RunResult(RunStatus.COMPILE_ERROR, stdout=out, stderr=err, truncated=truncated, wall_ms=wall_ms,
+            return RunResult(RunStatus.COMPILE_ERROR, wall_ms=wall_ms,
                              reason=f"compilation exceeded its time limit of {limits.compile_s:g}s")
         if report is not None and report.get("phase") == "setup":
-            return RunResult(RunStatus.SANDBOX_ERROR, stdout=out, stderr=err, wall_ms=wall_ms,
+            return RunResult(RunStatus.SANDBOX_ERROR, wall_ms=wall_ms,
                              reason=f"sandbox set-up failed: {report.get('error', 'unknown error')}")
         if report is not None and report.get("phase") == "compile":
             return RunResult(RunStatus.COMPILE_ERROR, exit_code=report.get("exit_code"),
-                             signal=report.get("signal"), compile_output=str(report.get("compile_output", "")),
+                             signal=report.get("signal"), compile_output=got.compile_output,
                              wall_ms=wall_ms, reason="compilation failed")
-        if report is None and not timed_out and not truncated and not oom_killed:
-            # The supervisor (the sandbox's pid 1, which the program cannot signal) died before reporting: that is
-            # the sandbox failing, never the program's verdict.
-            return RunResult(RunStatus.SANDBOX_ERROR, stdout=out, stderr=err, wall_ms=wall_ms,
-                             reason="the sandbox's supervisor exited without a report")
-        return _classified(report or {}, out, err, truncated, wall_ms, limits, timed_out=timed_out,
-                           oom_killed=oom_killed, cgroup_mb=cgroup_mb)
+        if got.single is not None:
+            got.single.files = got.files
+            got.single.compile_output = got.compile_output
+            return got.single
+        if batch and report is not None:
+            return RunResult(RunStatus.OK, wall_ms=wall_ms, compile_output=got.compile_output)
+        if timed_out or oom_killed:
+            # the program's case never ended: the backstop fired, or the memory cgroup's OOM killer took the
+            # supervisor along with it
+            return _classified({}, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), False, wall_ms,
+                               limits, timed_out=timed_out, oom_killed=oom_killed, cgroup_mb=cgroup_mb)
+        # The supervisor (the sandbox's pid 1, which the program cannot signal) died before reporting: that is the
+        # sandbox failing, never the program's verdict.
+        return RunResult(RunStatus.SANDBOX_ERROR, wall_ms=wall_ms,
+                         reason="the sandbox's supervisor exited without a report")
 
-    async def _case(self, box: _Sandbox, header: _Report, limits: Limits, cgroup_mb: int) -> RunResult | None:
-        """One batch case: its header, then its raw stdout and stderr; an OOM kill since the last case is its own."""
+    async def _lower_after_compile(self, box: _Sandbox, group: MemoryGroup, cgroup_mb: int) -> RunResult | None:
+        """The compiler is done: the program gets its own (lower) memory limit before its first instruction, then
+        the supervisor's go. A limit that cannot be lowered fails the run as the sandbox's error."""
+        box.oom_seen = group.oom_kills()
         try:
-            out = await box.result.readexactly(int(header["out"]))
-            err = await box.result.readexactly(int(header["err"]))
-        except (asyncio.IncompleteReadError, KeyError, TypeError, ValueError):
-            return None
+            group.set_limit(cgroup_mb << 20)
+        except OSError as exc:
+            box.kill()
+            return RunResult(RunStatus.SANDBOX_ERROR,
+                             reason=f"cannot lower the run's memory limit after compiling: {exc.strerror or exc}")
+        assert box.proc.stdin
+        box.proc.stdin.write(b"G")
+        with contextlib.suppress(ConnectionError):
+            await box.proc.stdin.drain()
+        return None
+
+    def _case(self, box: _Sandbox, header: _Report, out: bytes, err: bytes, limits: Limits,
+              cgroup_mb: int) -> RunResult:
+        """One case's result from its header and output; an OOM kill since the last case is its own."""
         oom = False
         if box.group is not None:
             kills = box.group.oom_kills()
@@ -775,6 +804,16 @@ class BwrapBackend:
         return _classified(header, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
                            bool(header.get("output_exceeded")), float(header.get("wall_ms", 0.0)),
                            limits, timed_out=bool(header.get("timed_out")), oom_killed=oom, cgroup_mb=cgroup_mb)
+
+
+@dataclass
+class _Frames:
+    """What the supervisor reported of one run besides its output."""
+
+    report: _Report | None = None
+    single: RunResult | None = None  # a single run's program outcome (its one case)
+    compile_output: str = ""
+    files: dict[str, str] = field(default_factory=dict)
 
 
 def _classified(rep: _Report, out: str, err: str, truncated: bool, wall_ms: float, limits: Limits, *,

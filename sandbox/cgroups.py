@@ -139,7 +139,9 @@ class MemoryCgroups:
         for parent, _ in candidates:
             _sweep_dead_servers(parent)
         for parent, version in candidates:
-            base = parent / f"reward-sandbox-{os.getpid()}"
+            # one base per backend (a process may hold several: tests, benchmarks), the server's pid last (see
+            # _sweep_dead_servers)
+            base = parent / f"reward-sandbox-{os.urandom(4).hex()}-{os.getpid()}"
             try:
                 if version == 2 and "memory" not in (parent / "cgroup.subtree_control").read_text().split():
                     (parent / "cgroup.subtree_control").write_text("+memory")

@@ -53,8 +53,10 @@ PR_SET_NO_NEW_PRIVS = 38
 PR_CAP_AMBIENT = 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
 SECCOMP_MODE_FILTER = 2
-MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 32, 4096, 16384, 1 << 18
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
 MNT_DETACH = 2
+CLONE_NEWIPC = 0x08000000
+HEAD = 5  # a frame's header on the result fd: its kind (one byte), then its length (4 bytes, little-endian)
 
 
 class _CInt(_IntData):
@@ -135,8 +137,22 @@ def _enter_namespaces(uid: int | None, gid: int | None) -> None:
     _check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make mounts private")
 
 
+def _seal_base() -> str:
+    """Make the sandbox's own root and /dev read-only in the supervisor's namespace, so that nothing a run can write
+    lies outside its own tmpfs (bwrap's root is writable by the sandbox's uid when bwrap itself makes the user
+    namespace). Returns why not, if it cannot: then this sandbox serves one run only."""
+    flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV
+    for target in (b"/", b"/dev"):
+        if libc.mount(None, target, None, flags, None) != 0:
+            return f"cannot make {target.decode()} read-only: {os.strerror(_ctypes.get_errno())}"
+    return ""
+
+
 def _mount_storage(disk_bytes: int, inodes: int) -> None:
-    """One tmpfs of the job's size behind /work, /tmp and /dev/shm: every writable place shares ``disk_mb``."""
+    """A mount and IPC namespace of the run's own, with one tmpfs of the job's size behind /work, /tmp and /dev/shm
+    (every writable place shares ``disk_mb``). Both namespaces die with the run, and with them every file, shared
+    memory segment and message queue it made: the next run in this sandbox starts from the sealed base again."""
+    _check(libc.unshare(CLONE_NEWNS | CLONE_NEWIPC), "unshare the run's mount and IPC namespaces")
     flags = MS_NOSUID | MS_NODEV
     opts = f"size={disk_bytes},nr_inodes={inodes},mode=0755".encode()
     _check(libc.mount(b"tmpfs", STAGING.encode(), b"tmpfs", flags, opts), "mount the run's tmpfs")
@@ -151,6 +167,14 @@ def _mount_storage(disk_bytes: int, inodes: int) -> None:
         _check(libc.mount(b"none", target.encode(), None, MS_REMOUNT | MS_BIND | flags, None), f"remount {target}")
     _check(libc.umount2(STAGING.encode(), MNT_DETACH), "detach the staging mount")
     os.chdir(WORK)
+
+
+def _leave_run(base_mounts: int) -> None:
+    """Back to the sealed base mount namespace and into a fresh, empty IPC namespace: the run's namespaces (its
+    tmpfs, its IPC objects) have no member left and are freed."""
+    _check(libc.setns(base_mounts, CLONE_NEWNS), "return to the base mount namespace")
+    _check(libc.unshare(CLONE_NEWIPC), "leave the run's IPC namespace")
+    os.chdir("/")
 
 
 def _drop_capabilities() -> None:
@@ -181,18 +205,6 @@ def _install_seccomp(program: bytes) -> None:
         raise OSError(_ctypes.get_errno(), "cannot install the seccomp filter")
 
 
-def _read_line(fd: int) -> bytes:
-    chunks: list[bytes] = []
-    while True:
-        chunk = os.read(fd, 1 << 16)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        if chunk.endswith(b"\n"):
-            break
-    return b"".join(chunks)
-
-
 def _set_limits(lim: "dict[str, Any]") -> None:
     def cap(kind: int, value: int) -> None:
         resource.setrlimit(kind, (value, value))
@@ -211,24 +223,117 @@ def _set_limits(lim: "dict[str, Any]") -> None:
 
 
 def _confine_child(job: "Job", limits: "dict[str, Any]") -> None:
-    """Everything a child gets before its first instruction of tool or program code."""
+    """Everything a child gets before its first instruction of tool or program code: no capabilities (the
+    supervisor keeps its own, for the next run's mounts), the run's rlimits and the host's seccomp filter."""
+    _drop_capabilities()
     _set_limits(limits)
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     _install_seccomp(bytes.fromhex(job.get("seccomp", "")))
 
 
-def _write_files(files: dict[str, str]) -> None:
-    for rel, content in files.items():
+def _write_all(fd: int, data: "bytes | memoryview") -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _send(kind: bytes, data: bytes = b"") -> None:
+    """One frame on the result fd: the host reads frames only, so nothing can be mistaken for another kind."""
+    _write_all(RESULT_FD, kind + len(data).to_bytes(4, "little") + data)
+
+
+def _copy(out_fd: int, in_fd: int, offset: int, size: int, buf: bytearray) -> int:
+    """``size`` bytes of ``in_fd`` from ``offset`` to ``out_fd``, in the kernel (sendfile) where it can; else through
+    ``buf``, which the supervisor wipes after every run. Returns the bytes copied (fewer at end of file)."""
+    done = 0
+    try:
+        while done < size:
+            moved = os.sendfile(out_fd, in_fd, offset + done, size - done)
+            if moved == 0:
+                return done
+            done += moved
+        return done
+    except OSError as exc:
+        if done or exc.errno not in (22, 38):  # EINVAL, ENOSYS: this pair of files cannot sendfile
+            raise
+    view = memoryview(buf)
+    while done < size:
+        n = os.preadv(in_fd, [view[:min(len(view), size - done)]], offset + done)
+        if n == 0:
+            break
+        _write_all(out_fd, view[:n])
+        done += n
+    return done
+
+
+def _into_memfd(fd: int, size: int, name: str, buf: bytearray) -> int:
+    """Move ``size`` bytes of the job pipe into a memfd in the kernel (splice): the job's files and stdin never pass
+    through this interpreter's memory, so no process forked from it later (an inline Python program of a later run,
+    and whatever that forks) finds a stale copy of another run's data."""
+    memfd = os.memfd_create(name, os.MFD_CLOEXEC)
+    left = size
+    try:
+        while left > 0:
+            moved = os.splice(fd, memfd, left)
+            if moved == 0:
+                raise SetupError("the host closed the job pipe before the whole job arrived")
+            left -= moved
+    except OSError:  # no splice from this pipe: copy through the run's buffer, wiped after the run
+        view = memoryview(buf)
+        while left > 0:
+            n = os.readv(fd, [view[:min(left, len(view))]])
+            if n == 0:
+                raise SetupError("the host closed the job pipe before the whole job arrived") from None
+            _write_all(memfd, view[:n])
+            left -= n
+    return memfd
+
+
+def _write_files(files: "list[tuple[str, int]]", contents: int, buf: bytearray) -> None:
+    """The job's files, their bytes copied from the payload memfd in the kernel."""
+    offset = 0
+    for rel, size in files:
         path = os.path.join(WORK, rel)
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(content)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+        try:
+            if _copy(fd, contents, offset, size, buf) != size:
+                raise SetupError(f"the job's contents of {rel} are short")
+        finally:
+            os.close(fd)
+        offset += size
 
 
 def _status(st: int) -> tuple[int | None, int | None]:
     if os.WIFSIGNALED(st):
         return None, os.WTERMSIG(st)
     return os.WEXITSTATUS(st), None
+
+
+def _kill_all() -> bool:
+    """Kill and reap every process of the sandbox but us (its pid 1: ``kill(-1)`` spares the caller): nothing a run
+    started outlives it. False if some process could not be killed within a second (the host then destroys this
+    sandbox instead of reusing it)."""
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:  # nobody left to signal
+            return True
+        except OSError:
+            return False
+        _reap_all()
+    return False
+
+
+def _reap_all() -> None:
+    while True:
+        try:
+            os.wait4(-1, 0)
+        except ChildProcessError:
+            return
+        except InterruptedError:
+            continue
 
 
 def _wait(pid: int) -> tuple[int | None, resource.struct_rusage | None]:
@@ -244,9 +349,10 @@ def _wait(pid: int) -> tuple[int | None, resource.struct_rusage | None]:
             return st, usage
 
 
-def _compile(job: "Job") -> tuple[bool, str, int | None, int | None]:
-    """Run the compile step with captured, capped output; returns (ok, output, exit_code, signal)."""
-    cap = job["compile_output_bytes"]
+def _compile(job: "Job", buf: bytearray) -> tuple[bool, int, int | None, int | None]:
+    """Run the compile step, its output captured into ``buf`` after the frame header (capped); returns (ok, output
+    length, exit_code, signal)."""
+    cap = min(job["compile_output_bytes"], len(buf) - HEAD)
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -263,17 +369,20 @@ def _compile(job: "Job") -> tuple[bool, str, int | None, int | None]:
             os.write(2, f"cannot start compiler: {exc}\n".encode())
         os._exit(127)
     os.close(w)
-    out = bytearray()
+    view = memoryview(buf)
+    junk = bytearray(1 << 12)  # past the cap, output is read here and dropped
+    size = 0
     while True:
-        chunk = os.read(r, 1 << 16)
-        if not chunk:
+        n = os.readv(r, [view[HEAD + size:HEAD + cap] if size < cap else memoryview(junk)])
+        if n == 0:
             break
-        if len(out) < cap:
-            out += chunk[: cap - len(out)]
+        if size < cap:
+            size += n
+    junk[:] = bytes(len(junk))
     os.close(r)
     st, _ = _wait(pid)
     code, sig = _status(st) if st is not None else (None, None)
-    return code == 0, out.decode("utf-8", "replace"), code, sig
+    return code == 0, size, code, sig
 
 
 def _run_python_here(job: "Job") -> None:
@@ -300,17 +409,16 @@ def _run_python_here(job: "Job") -> None:
     exec(code, main.__dict__)  # noqa: S102 - the program this sandbox exists to run
 
 
-def _start_program(job: "Job", stdin_fd: int, outputs: tuple[int, int] | None = None) -> int:
-    """Fork the program; ``outputs`` (a batch's case): the pipes its stdout and stderr go to instead of ours."""
+def _start_program(job: "Job", stdin_fd: int, outputs: tuple[int, int]) -> int:
+    """Fork the program, its stdout and stderr on ``outputs`` (pipes the supervisor reads and frames)."""
     pid = os.fork()
     if pid != 0:
         return pid
     # The child: never returns to the launcher's loop.
     try:
         os.dup2(stdin_fd, 0)
-        if outputs is not None:
-            os.dup2(outputs[0], 1)
-            os.dup2(outputs[1], 2)
+        os.dup2(outputs[0], 1)
+        os.dup2(outputs[1], 2)
         os.closerange(3, 1 << 16)
         os.chdir(WORK)
         _confine_child(job, job["limits"])
@@ -324,13 +432,12 @@ def _start_program(job: "Job", stdin_fd: int, outputs: tuple[int, int] | None = 
     return 0
 
 
-def _run_cases(job: "Job", inputs_fd: int) -> "Job | None":
-    """Batch mode: the same (compiled) program once per case, each a process of its own with the run's limits, its
-    stdin from its slice of ``inputs_fd`` and its stdout/stderr captured here. After each case every process left
-    (the program's children, setsid or not) is killed and reaped, so a case never runs beside an earlier one. Each
-    case is reported on the result fd as a header line and its raw output; no new case starts once the batch's
-    time budget is spent (the host runs the rest in another sandbox). Returns the job in a child that is to run
-    inline Python, else None."""
+def _run_cases(job: "Job", inputs_fd: int, buf: bytearray) -> "Job | None":
+    """The program once per case (a single run is one case), each a process of its own with the run's limits, its
+    stdin from its slice of ``inputs_fd`` and its stdout/stderr relayed to the host as frames. After each case every
+    process left (the program's children, setsid or not) is killed and reaped, so a case never runs beside an
+    earlier one. Each case ends with its header frame ("H"); no new case starts once the batch's time budget is
+    spent (the host runs the rest in another turn). Returns the job in a child that is to run inline Python."""
     import select
 
     limits = job["limits"]
@@ -340,17 +447,12 @@ def _run_cases(job: "Job", inputs_fd: int) -> "Job | None":
         if index and time.monotonic() >= budget_end:
             break
         stdin_fd = os.memfd_create("stdin", 0)
-        copied = 0
-        while copied < size:  # kernel to kernel: the input never passes through this interpreter
-            moved = os.sendfile(stdin_fd, inputs_fd, offset + copied, size - copied)
-            if moved == 0:
-                break
-            copied += moved
+        _copy(stdin_fd, inputs_fd, offset, size, buf)  # kernel to kernel: the input never passes through here
         os.lseek(stdin_fd, 0, os.SEEK_SET)
         offset += size
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
-        for fd in (out_r, err_r):  # no reopening them through /proc (as for a single run's pipes, the host's)
+        for fd in (out_r, err_r):  # no reopening them through /proc
             os.fchmod(fd, 0)
         started = time.monotonic()
         pid = _start_program(job, stdin_fd, (out_w, err_w))
@@ -358,22 +460,19 @@ def _run_cases(job: "Job", inputs_fd: int) -> "Job | None":
             return job
         for fd in (stdin_fd, out_w, err_w):
             os.close(fd)
-        case, out, err = _watch_case(pid, (out_r, err_r), started + limits["wall_s"], limits["output_bytes"], select)
-        case.update(i=index, wall_ms=(time.monotonic() - started) * 1000.0, out=len(out), err=len(err))
-        os.write(RESULT_FD, _json(case).encode() + b"\n")
-        for data in (out, err):
-            view = memoryview(data)
-            while view:
-                view = view[os.write(RESULT_FD, view):]
+        case = _watch_case(pid, (out_r, err_r), started + limits["wall_s"], limits["output_bytes"], buf, select)
+        case.update(i=index, wall_ms=(time.monotonic() - started) * 1000.0)
+        _send(b"H", _json(case).encode())
     return None
 
 
-def _watch_case(pid: int, pipes: tuple[int, int], deadline: float, cap: int,
-                select: "ModuleType") -> "tuple[dict[str, Json], bytes, bytes]":
-    """Read one case's stdout and stderr (each capped) until it exits, overruns its wall clock or its output cap;
-    then kill everything but us and reap it. Returns (report fields, stdout, stderr)."""
+def _watch_case(pid: int, pipes: tuple[int, int], deadline: float, cap: int, buf: bytearray,
+                select: "ModuleType") -> "dict[str, Json]":
+    """Relay one case's stdout and stderr (each capped) until it exits, overruns its wall clock or its output cap;
+    then kill everything but us and reap it. Returns the case's header fields."""
     pidfd = os.pidfd_open(pid)
-    data = {fd: bytearray() for fd in pipes}
+    sent = {fd: 0 for fd in pipes}
+    kinds = {pipes[0]: b"O", pipes[1]: b"E"}
     reading = list(pipes)
     timed_out = over = exited = False
     while not (exited or over):
@@ -386,7 +485,7 @@ def _watch_case(pid: int, pipes: tuple[int, int], deadline: float, cap: int,
             if fd == pidfd:
                 exited = True
                 continue
-            over = _take(fd, data[fd], cap, reading) or over
+            over = _relay(fd, kinds[fd], sent, cap, buf, reading) or over
     os.close(pidfd)
     try:
         os.kill(-1, signal.SIGKILL)  # the namespace's every process but its init (us)
@@ -394,57 +493,58 @@ def _watch_case(pid: int, pipes: tuple[int, int], deadline: float, cap: int,
         pass
     st, usage = _wait(pid)
     while reading:  # every writer is dead now: read to the end
-        over = _take(reading[0], data[reading[0]], cap, reading) or over
-    while True:  # reap the orphans the kill left, so none counts against the next case's process limit
-        try:
-            os.wait4(-1, 0)
-        except ChildProcessError:
-            break
-        except InterruptedError:
-            continue
+        over = _relay(reading[0], kinds[reading[0]], sent, cap, buf, reading) or over
+    _kill_all()  # and reap the orphans the kill left, so none counts against the next case's process limit
     for fd in pipes:
         os.close(fd)
     code, sig = _status(st) if st is not None else (None, signal.SIGKILL)
-    case: dict[str, Json] = {
-        "phase": "case", "exit_code": code, "signal": sig, "timed_out": timed_out, "output_exceeded": over,
+    return {
+        "exit_code": code, "signal": sig, "timed_out": timed_out, "output_exceeded": over,
         "cpu_ms": (usage.ru_utime + usage.ru_stime) * 1000.0 if usage else 0.0,
         "max_rss_kb": usage.ru_maxrss if usage else 0}
-    return case, bytes(data[pipes[0]]), bytes(data[pipes[1]])
 
 
-def _take(fd: int, buf: bytearray, cap: int, reading: list[int]) -> bool:
-    """One read from a case's pipe into ``buf`` (at most ``cap`` kept); True when the cap was passed."""
-    chunk = os.read(fd, 1 << 16)
-    if not chunk:
+def _relay(fd: int, kind: bytes, sent: dict[int, int], cap: int, buf: bytearray, reading: list[int]) -> bool:
+    """One read from a case's pipe into ``buf``, sent on as one frame from there (at most ``cap`` bytes per stream
+    in all); True when the cap was passed. Output is never copied anywhere else in this process."""
+    view = memoryview(buf)
+    n = os.readv(fd, [view[HEAD:]])
+    if n == 0:
         reading.remove(fd)
         return False
-    room = cap - len(buf)
-    buf += chunk[:max(0, room)]
-    return len(chunk) > room
+    room = max(0, cap - sent[fd])
+    keep = min(n, room)
+    if keep:
+        view[0:1] = kind
+        view[1:HEAD] = keep.to_bytes(4, "little")
+        _write_all(RESULT_FD, view[:HEAD + keep])
+        sent[fd] += keep
+    return n > room
 
 
-def _collect(names: list[str], cap: int) -> dict[str, str]:
-    """Read back regular files only, never following a symlink and never blocking (FIFOs, devices)."""
-    files: dict[str, str] = {}
+def _collect(names: list[str], cap: int, buf: bytearray) -> None:
+    """Send back regular files only ("F" frames: name length, name, contents), never following a symlink and never
+    blocking (FIFOs, devices); the contents go from the file to the host in the kernel."""
     for rel in names:
         try:
             fd = os.open(os.path.join(WORK, rel), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
             continue
         try:
-            if stat.S_ISREG(os.fstat(fd).st_mode):
-                data = bytearray()
-                while len(data) < cap:
-                    chunk = os.read(fd, cap - len(data))
-                    if not chunk:
-                        break
-                    data += chunk
-                files[rel] = bytes(data).decode("utf-8", "replace")
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            name = rel.encode()
+            size = min(st.st_size, cap)
+            _write_all(RESULT_FD, b"F" + (2 + len(name) + size).to_bytes(4, "little")
+                       + len(name).to_bytes(2, "little") + name)
+            done = _copy(RESULT_FD, fd, 0, size, buf)
+            if done < size:  # cannot shrink (every process is dead), but the frame must stay whole
+                _write_all(RESULT_FD, bytes(size - done))
         except OSError:
             pass
         finally:
             os.close(fd)
-    return files
 
 
 _ESCAPES = {**{i: f"\\u{i:04x}" for i in range(32)}, ord('"'): '\\"', ord("\\"): "\\\\"}
@@ -464,121 +564,115 @@ def _json(value: "Json") -> str:
     return "[" + ",".join(_json(v) for v in value) + "]"
 
 
-def _report(report: "dict[str, Json]") -> None:
-    # One line: the host acts on the newline at once instead of waiting for this interpreter to finish exiting.
-    os.write(RESULT_FD, _json(report).encode("utf-8", "replace") + b"\n")
-
-
-def _read_exact(fd: int, size: int) -> bytes:
-    """Exactly ``size`` bytes: the job's stdin follows in the same pipe and must stay there for ``_stdin_memfd``."""
+def _read_exact(fd: int, size: int) -> bytes | None:
+    """Exactly ``size`` bytes of the job pipe (the job's payload follows and must stay there for ``_into_memfd``);
+    None if the host closed it first."""
     data = bytearray()
     while len(data) < size:
         chunk = os.read(fd, min(1 << 20, size - len(data)))
         if not chunk:
-            raise SetupError("the host closed the job pipe before the whole job arrived")
+            return None
         data += chunk
     return bytes(data)
 
 
-def _read_job(fd: int) -> "Job":
-    """The host's job: an 8-byte length, then ``marshal`` data (this very interpreter's format, from the trusted
-    host; marshal is built in, so reading it costs no imports). The program's stdin follows it raw."""
-    size = int.from_bytes(_read_exact(fd, 8), "little")
-    job: Job = marshal.loads(_read_exact(fd, size))
+def _read_job(fd: int) -> "Job | None":
+    """The host's next job (None when it closed the pipe: this sandbox is done): an 8-byte length, then ``marshal``
+    data (this very interpreter's format, from the trusted host; marshal is built in, so reading it costs no
+    imports). It names files, sizes and limits only; the files' contents and the stdin follow raw."""
+    head = _read_exact(fd, 8)
+    body = _read_exact(fd, int.from_bytes(head, "little")) if head is not None else None
+    if body is None:
+        return None
+    job: Job = marshal.loads(body)
     return job
 
 
-def _stdin_memfd(fd: int, size: int) -> int:
-    """Move the program's stdin from the job pipe into a memfd in the kernel (splice): it never passes through this
-    interpreter's memory, so no process forked from here later (an inline Python program, and whatever that forks
-    before reading its stdin, like the code verifier's judge) holds a stale copy of it."""
-    memfd = os.memfd_create("stdin", 0)
-    left = size
+def _serve(job: "Job", buf: bytearray) -> "tuple[Job | None, dict[str, Json]]":
+    """One run: (the job, in a child that is to run inline Python; the report, in the supervisor). Raises
+    SetupError only when the job pipe broke (this sandbox cannot go on)."""
+    marks = [time.monotonic()]  # CLOCK_MONOTONIC is the host's too: it splits the host's wall time into phases
+    contents = _into_memfd(0, job["payload_bytes"], "files", buf)
     try:
-        while left > 0:
-            moved = os.splice(fd, memfd, left)
-            if moved == 0:
-                raise SetupError("the host closed the job pipe before the program's stdin arrived")
-            left -= moved
-    except OSError:  # no splice from this pipe: copy through one buffer, wiped afterwards
-        buf = bytearray(min(left, 1 << 16))
-        while left > 0:
-            n = os.readv(fd, [memoryview(buf)[:min(left, len(buf))]])
-            if n == 0:
-                raise SetupError("the host closed the job pipe before the program's stdin arrived") from None
-            os.write(memfd, memoryview(buf)[:n])
-            left -= n
-        buf[:] = bytes(len(buf))
-    os.lseek(memfd, 0, os.SEEK_SET)
-    return memfd
-
-
-def _setup(job: "Job") -> int:
-    """Storage, privileges and the job's files; anything failing here is the sandbox's problem, not the program's."""
-    _mount_storage(job["disk_bytes"], job["inodes"])
-    _drop_capabilities()
+        stdin_fd = _into_memfd(0, job["stdin_bytes"], "stdin", buf)
+    except BaseException:
+        os.close(contents)
+        raise
     try:
-        _write_files(job["files"])
-    except OSError as exc:
-        raise SetupError(f"cannot write the run's files: {exc.strerror or exc}") from None
-    return _stdin_memfd(0, job["stdin_bytes"])
+        try:
+            _mount_storage(job["disk_bytes"], job["inodes"])
+            _write_files(job["files"], contents, buf)
+        except (SetupError, OSError) as exc:
+            if isinstance(exc, OSError):
+                return None, {"phase": "setup", "error": f"cannot write the run's files: {exc.strerror or exc}"}
+            return None, {"phase": "setup", "error": str(exc)}
+        finally:
+            os.close(contents)
+        report: dict[str, Json] = {"phase": "run", "marks": marks}
+        marks.append(time.monotonic())
+        if job.get("compile"):
+            ok, size, code, sig = _compile(job, buf)
+            view = memoryview(buf)
+            view[0:1] = b"c"
+            view[1:HEAD] = size.to_bytes(4, "little")
+            _write_all(RESULT_FD, view[:HEAD + size])
+            if not ok:
+                report.update(phase="compile", exit_code=code, signal=sig)
+                return None, report
+        _send(b"C")  # the program starts now: the host starts its wall clock
+        if job.get("await_go") and os.read(0, 1) != b"G":
+            # the host lowers the memory limit from the compiler's to the program's, then says go
+            raise SetupError("the host closed the job pipe before saying go")
+        marks.append(time.monotonic())
+        if _run_cases(job, stdin_fd, buf) is not None:
+            return job, report  # a case's child, and the program is inline Python
+        marks.append(time.monotonic())
+        _collect(job["collect"], job["collect_bytes"], buf)
+        return None, report
+    finally:
+        try:
+            os.close(stdin_fd)
+        except OSError:  # in a program's child, which closed every descriptor it does not need
+            pass
 
 
 def main() -> "Job | None":
+    """Serve jobs until the host closes the job pipe (or a run could not be cleaned up after)."""
     global RESULT_FD
     RESULT_FD = int(sys.argv[1])
     uid = int(sys.argv[2]) if sys.argv[2] != "-" else None
     gid = int(sys.argv[3]) if sys.argv[3] != "-" else None
     _enter_namespaces(uid, gid)
-    os.write(RESULT_FD, b"R\n")  # ready: the host may now hand us a job
-    job = _read_job(0)
-    marks = [time.monotonic()]  # CLOCK_MONOTONIC is the host's too: it splits the host's wall time into phases
-    try:
-        stdin_fd = _setup(job)
-    except (SetupError, OSError) as exc:
-        _report({"phase": "setup", "error": str(exc)})
-        return None
-    report: dict[str, Json] = {"phase": "run", "marks": marks}
-    marks.append(time.monotonic())
-    if job.get("compile"):
-        ok, output, code, sig = _compile(job)
-        report["compile_output"] = output
-        if not ok:
-            report.update(phase="compile", exit_code=code, signal=sig)
-            _report(report)
+    base_mounts = os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+    single = _seal_base()
+    os.chdir("/")
+    _send(b"R", single.encode())  # ready: the host may now hand us a job; a reason here means one run only
+    while True:
+        job = _read_job(0)
+        if job is None:
             return None
-    os.write(RESULT_FD, b"C\n")  # the program starts now: the host starts its wall clock
-    if job.get("await_go"):
-        _read_line(0)  # the host lowers the memory limit from the compiler's to the program's, then says go
-    marks.append(time.monotonic())
-    if job.get("cases") is not None:
-        if _run_cases(job, stdin_fd) is not None:
-            return job  # a case's child, and the program is inline Python
-        marks.append(time.monotonic())
-        _report(report)
-        return None
-    pid = _start_program(job, stdin_fd)
-    if pid == 0:
-        return job  # we are the child and the program is inline Python
-    os.close(stdin_fd)
-    os.close(0)
-    st, usage = _wait(pid)
-    if st is None or usage is None:
-        _report({"phase": "setup", "error": "the supervisor lost track of the program's process"})
-        return None
-    marks.append(time.monotonic())
-    code, sig = _status(st)
-    report.update(
-        exit_code=code, signal=sig,
-        cpu_ms=(usage.ru_utime + usage.ru_stime) * 1000.0, max_rss_kb=usage.ru_maxrss,
-        files=_collect(job["collect"], job["collect_bytes"]),
-    )
-    _report(report)
-    return None
+        buf = bytearray(HEAD + max(1 << 16, job["compile_output_bytes"]))
+        try:
+            child, report = _serve(job, buf)
+        except (SetupError, OSError) as exc:  # the job pipe broke mid-job: nothing more can come
+            _send(b"D", _json({"phase": "setup", "error": str(exc), "reusable": False}).encode())
+            return None
+        if child is not None:
+            return child
+        clean = _kill_all()
+        try:
+            _leave_run(base_mounts)
+        except (SetupError, OSError) as exc:
+            clean = False
+            report.setdefault("error", str(exc))
+        buf[:] = bytes(len(buf))  # whatever of this run's output passed through it
+        report["reusable"] = clean and not single
+        _send(b"D", _json(report).encode())
+        if not report["reusable"]:
+            return None
 
 
 if __name__ == "__main__":
     _child_job = main()
     if _child_job is not None:
-        del _child_job["files"]
         _run_python_here(_child_job)
