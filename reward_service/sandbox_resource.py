@@ -19,6 +19,7 @@ def backend_config(settings: Settings) -> dict[str, Any]:
         "defaults": settings.sandbox.defaults.to_limits(),
         "warm_pool": settings.sandbox.warm_pool,
         "max_concurrent": settings.sandbox.max_concurrent,
+        "reuse_runs": settings.sandbox.reuse_runs,
         "languages": settings.sandbox.languages,
         "uid_base": settings.sandbox.uid_base,
         "compile_wall_s": settings.sandbox.compile_wall_s,

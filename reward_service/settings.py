@@ -98,6 +98,9 @@ class SandboxSettings(Block):
     backend: str = Field("bwrap", description="bwrap (default), docker, or none (every run: sandbox_error).")
     warm_pool: int = Field(4, ge=0, description="Pre-started sandboxes waiting for a program (0: cold starts).")
     max_concurrent: int = Field(0, ge=0, description="Programs running at once; 0 means 2 x CPU cores.")
+    reuse_runs: int = Field(256, ge=1, description="Runs one bwrap sandbox serves, each in fresh mount and IPC "
+                            "namespaces with nothing of the previous run alive, before it is replaced (1: a fresh "
+                            "sandbox per run).")
     caps: SandboxLimits = Field(default_factory=default_caps, description="Most a request may ask for.")
     defaults: SandboxLimits = Field(default_factory=SandboxLimits, description="Limits of a request naming none.")
     languages: list[str] | None = Field(None, description="Languages offered; None: all with a toolchain.")

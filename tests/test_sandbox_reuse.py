@@ -1,8 +1,7 @@
 """A sandbox serves many runs: nothing one run leaves (files, processes, IPC objects, sockets, memory) reaches the next.
 
 Every test runs hostile programs one after another in ONE sandbox (a backend with a single slot and a single warm
-sandbox) and proves the sandbox was reused: the supervisor's start time, read from /proc/1/stat, is the same in
-both runs. A test that found a fresh sandbox would prove nothing, so it fails instead.
+sandbox) and proves the sandbox was reused: the pid namespace and the supervisor's start time are the same in both runs. A test that found a fresh sandbox would prove nothing, so it fails instead.
 """
 from __future__ import annotations
 
@@ -20,7 +19,10 @@ pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewra
 
 HEAD, TAIL = "leak-" + os.urandom(6).hex(), os.urandom(6).hex()  # the secret is HEAD + TAIL; no run 2 ever builds it
 SECRET = HEAD + TAIL
-SUPERVISOR = "print('SUPERVISOR', open('/proc/1/stat').read().rsplit(')', 1)[1].split()[19])\n"
+# which sandbox a run ran in: its pid namespace and its supervisor's start time (ns inodes are reused once freed,
+# start times are in clock ticks; both together tell sandboxes apart)
+SUPERVISOR = ("import os as _os\nprint('SUPERVISOR', _os.readlink('/proc/self/ns/pid'),\n"
+              "      open('/proc/1/stat').read().rsplit(')', 1)[1].split()[19])\n")
 
 
 class OneSandbox:
@@ -229,6 +231,25 @@ def test_a_sandbox_serves_at_most_reuse_runs_runs() -> None:
         assert [r.status for r in got] == [RunStatus.OK] * 4
         starts = [supervisor(r) for r in got]
         assert starts[0] == starts[1] != starts[2] == starts[3], starts
+    finally:
+        loop.run_until_complete(backend.close())
+        loop.close()
+
+
+def test_the_reuse_runs_setting_reaches_the_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    """REWARD_SERVICE_SANDBOX_REUSE_RUNS=1 (through the service's settings) gives every run a fresh sandbox."""
+    from reward_service.sandbox_resource import backend_config
+    from reward_service.settings import load_settings
+    from sandbox.factory import build_backend
+
+    monkeypatch.setenv("REWARD_SERVICE_SANDBOX_REUSE_RUNS", "1")
+    monkeypatch.setenv("REWARD_SERVICE_SANDBOX_WARM_POOL", "1")
+    backend = build_backend(backend_config(load_settings()))
+    assert isinstance(backend, BwrapBackend) and backend.config.reuse_runs == 1
+    loop = asyncio.new_event_loop()
+    try:
+        got = [loop.run_until_complete(backend.run(RunRequest(code=SUPERVISOR))) for _ in range(3)]
+        assert len({supervisor(r) for r in got}) == 3 and backend.stats["reuses"] == 0, got
     finally:
         loop.run_until_complete(backend.close())
         loop.close()
