@@ -364,6 +364,8 @@ class BwrapBackend:
                        if self._cgroups else f"rlimits only, memfd refused (no memory cgroup: {self._cgroup_reason})"),
             "disk": "one tmpfs of disk_mb per run behind /work, /tmp and /dev/shm",
             "network": "none (own network namespace)",
+            "reuse": (f"a sandbox serves up to {self.config.reuse_runs} runs, each in its own mount and IPC namespaces "
+                      "and tmpfs, with every process of the previous run killed first"),
             "last_error": self.last_error,
         }
 
@@ -564,9 +566,14 @@ class BwrapBackend:
         return self.config.warm_pool - self._warm.qsize() - self._busy_reusable
 
     async def _take(self) -> _Sandbox:
-        if not self._warm.empty():
-            self.stats["warm_hits"] += 1
+        box = None
+        while box is None and not self._warm.empty():
             box = self._warm.get_nowait()
+            if box.proc.returncode is not None:  # died while idle (killed from outside): never hand it a job
+                await self._release(box)
+                box = None
+        if box is not None:
+            self.stats["warm_hits"] += 1
         else:
             self.stats["cold_starts"] += 1
             box = await self._spawn()

@@ -1,16 +1,24 @@
 """The supervisor that runs INSIDE each sandbox (started by bubblewrap as pid 1: ``python -S -I launcher.py``).
 
 Stdlib only and standalone: it is executed as a file inside the sandbox, never imported by the host. It starts,
-drops to an unprivileged uid, enters a user and mount namespace of its own, announces itself on the result fd and
-waits for ONE job on its stdin (one JSON line). That wait is what makes a warm pool possible: namespace set-up and
-interpreter start-up happen before the job exists.
+drops to an unprivileged uid, enters a user and mount namespace of its own, makes itself non-dumpable (nothing a
+program does can reach it through /proc), seals its root and /dev read-only, announces itself on the result fd and
+serves jobs from its stdin, one after another, until the host closes it. Namespace set-up and interpreter start-up
+happen before any job exists, once per many runs.
 
-When the job arrives it mounts the run's writable storage (one tmpfs of the job's ``disk_mb``, seen at /work, /tmp
-and /dev/shm, so the budget is shared by every writable place), then drops every capability and makes itself
-non-dumpable, so nothing the program does can reach it through /proc. It writes the job's files, compiles if the
-language needs it, runs the program once under rlimits and the host's seccomp filter, reports on the result fd and
-exits; the host then destroys the whole sandbox. Python programs run in a forked child of this already-started
-interpreter (it never ran anyone's code before), so they skip interpreter start-up entirely.
+Each run: the job (names, sizes, commands, limits; marshal) is read here, the files' contents and the stdin behind
+it are spliced into memfds. The run gets mount and IPC namespaces of its own with one tmpfs of the job's ``disk_mb``
+(seen at /work, /tmp and /dev/shm), the files are copied into it kernel to kernel, the compile step runs if the
+language has one, then the program once per case (a single run is one case) with no capabilities, rlimits and the
+host's seccomp filter. Python programs run in a forked child of this interpreter (which never ran anyone's code
+and never holds a run's data), so they skip interpreter start-up. After the run every process is killed and reaped,
+the supervisor returns to its sealed base namespace (the run's namespaces, files and IPC objects are freed) and
+reports whether it cleaned up: the host reuses the sandbox only then.
+
+Everything on the result fd is a frame: one byte of kind, a 4-byte little-endian length, the data. Kinds: R ready
+(data: why this sandbox can serve one run only, if so), c compiler output, C program starting (the host may answer
+G on stdin, after lowering the memory limit), O and E a chunk of a case's stdout and stderr, H a case's header
+(JSON), F a collected file (name length, name, contents), D the run's report (JSON).
 
 As pid 1 of the sandbox's pid namespace the supervisor cannot be killed from inside (``kill -9 -1`` spares it), and
 it reaps every orphan the program leaves.

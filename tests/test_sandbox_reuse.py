@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import signal
 from collections.abc import Iterator
 
 import pytest
@@ -253,3 +254,21 @@ def test_the_reuse_runs_setting_reaches_the_backend(monkeypatch: pytest.MonkeyPa
     finally:
         loop.run_until_complete(backend.close())
         loop.close()
+
+
+def test_a_sandbox_killed_while_idle_is_never_handed_a_job(box: OneSandbox) -> None:
+    """An idle sandbox killed from outside (an operator, the OOM killer) is replaced, not answered with an error."""
+    first = box.run("print('first')\n")
+    assert first.status is RunStatus.OK and box.backend._warm.qsize() == 1
+    idle = box.backend._warm._queue[0]  # type: ignore[attr-defined]  # asyncio.Queue keeps its items in a deque
+    assert idle.supervisor is not None
+    signal.pidfd_send_signal(idle.supervisor, signal.SIGKILL)  # its supervisor dies; bwrap exits after it
+
+    async def exited() -> None:
+        while idle.proc.returncode is None:
+            await asyncio.sleep(0.01)
+
+    box.loop.run_until_complete(asyncio.wait_for(exited(), 10))
+    later = box.run("print('later')\n")
+    assert later.status is RunStatus.OK and "later" in later.stdout, later
+    assert supervisor(first) != supervisor(later)
