@@ -69,6 +69,15 @@ async def latency(backend: BwrapBackend, n: int) -> tuple[list[float], list[floa
     return sb, pl
 
 
+async def one_at_a_time(backend: BwrapBackend, programs: list[str]) -> tuple[float, float]:
+    """(mean wall ms per run, median program CPU ms) with nothing running beside: the sandbox's own cost per run."""
+    cpu = []
+    t0 = time.perf_counter()
+    for program in programs:
+        cpu.append((await backend.run(RunRequest(code=program, limits=Limits(wall_s=30)))).cpu_ms)
+    return (time.perf_counter() - t0) * 1000 / len(programs), statistics.median(cpu)
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--parallel", type=int, default=8)
@@ -91,6 +100,7 @@ async def main() -> None:
     t_sb, ok_sb = await sandboxed(backend, programs)
     phases = {k: v - before.get(k, 0.0) for k, v in backend.phase_ms.items()}
     sb_lat, pl_lat = await latency(backend, args.latency_n)
+    one_wall, one_cpu = await one_at_a_time(backend, programs[:args.limit])
     await backend.close()
 
     n = len(programs)
@@ -103,6 +113,8 @@ async def main() -> None:
           f"plain p50 {statistics.median(pl_lat):.1f} p99 {pct(pl_lat, 0.99):.1f}; "
           f"RATIO p50 plain/sandbox {statistics.median(pl_lat) / statistics.median(sb_lat):.2f}x")
     print(breakdown(phases))
+    print(f"one at a time: {one_wall:.1f} ms per HumanEval program through the sandbox, of which the program's own "
+          f"CPU (median) {one_cpu:.1f} ms")
 
 
 def breakdown(phases: dict[str, float]) -> str:
