@@ -299,6 +299,20 @@ def test_no_false_hedge(response: str, gold: str) -> None:
     assert score(response, gold) == 1.0
 
 
+# MATH 555 (ProcessBench): the box restates the question's value beside the answer, and the closing line gives the
+# answer alone; a numeral in base 2 cannot be compared with 3/16 as a number, so only the restatement makes them one.
+BASE_TWO = ("So, $3/16 = 1/8 + 1/16 = 0.0011_2$, where the radix point is between the second and third digits. "
+            "Therefore, $\\boxed{{\\frac{{3}}{{16}} = 0.0011_2}}$. Final Answer: The final answer is {final}. I hope it is "
+            "correct.")
+
+
+def test_a_boxed_restatement_beside_its_value_is_one_answer() -> None:
+    assert score(BASE_TWO.format(final="0.0011_2"), "0.0011_{2}") == 1.0
+    assert score(BASE_TWO.format(final="0.0011_2"), "0.0101_{2}") == 0.0
+    # a closing line that gives another value is still a second answer
+    assert verdict(BASE_TWO.format(final="0.0101_2"), "0.0011_{2}").status is Status.REJECTED
+
+
 @pytest.mark.parametrize("response", [
     "The answer is 4 or 5.",
     "So the answer is \\boxed{4}. Alternatively it could be \\boxed{5}.",

@@ -148,6 +148,21 @@ def _single_valued(expr: sympy.Basic) -> bool:
     return isinstance(expr, sympy.Expr) and not isinstance(expr, MatrixBase)
 
 
+def fold_restatements(answers: list[str]) -> list[str]:
+    """An answer ``A = B`` beside another answer that is ``B`` states one value, B: "\\boxed{\\frac{3}{16} =
+    0.0011_2}" then "The final answer is 0.0011_2" (MATH 555). Without this the two read as a hedge whenever A and B
+    cannot be compared as numbers (a numeral in another base, a named quantity)."""
+    if len(answers) < 2:
+        return answers
+    keys = {canonical(a) for a in answers}
+    folded = []
+    for answer in answers:
+        sides = equation_sides(unwrap(answer))
+        last = canonical(sides[-1]) if sides else ""
+        folded.append(sides[-1] if sides and last in keys and last != canonical(answer) else answer)
+    return folded
+
+
 def spellings_agree(answers: list[str], rel_tol: float) -> bool:
     """Do several spellings state one value (``\\boxed{3}`` … "Answer: 3.0")? Then a wrong answer is wrong, not a
     hedge."""
@@ -363,6 +378,7 @@ class MathVerifier(Verifier[MathOptions]):
         return self._decide(golds, answers, options, details)
 
     def _decide(self, golds: list[Gold], answers: list[str], options: MathOptions, details: dict[str, Any]) -> Verdict:
+        answers = fold_restatements(answers)
         distinct = list(dict.fromkeys(canonical(a) for a in answers))
         last: Decision | None = None
         for gold in golds:
