@@ -302,8 +302,8 @@ def test_no_false_hedge(response: str, gold: str) -> None:
 # MATH 555 (ProcessBench): the box restates the question's value beside the answer, and the closing line gives the
 # answer alone; a numeral in base 2 cannot be compared with 3/16 as a number, so only the restatement makes them one.
 BASE_TWO = ("So, $3/16 = 1/8 + 1/16 = 0.0011_2$, where the radix point is between the second and third digits. "
-            "Therefore, $\\boxed{{\\frac{{3}}{{16}} = 0.0011_2}}$. Final Answer: The final answer is {final}. I hope it is "
-            "correct.")
+            "Therefore, $\\boxed{{\\frac{{3}}{{16}} = 0.0011_2}}$. Final Answer: The final answer is {final}. "
+            "I hope it is correct.")
 
 
 def test_a_boxed_restatement_beside_its_value_is_one_answer() -> None:
