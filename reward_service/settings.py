@@ -106,7 +106,7 @@ class SandboxSettings(Block):
     languages: list[str] | None = Field(None, description="Languages offered; None: all with a toolchain.")
     uid_base: int = Field(200_000, ge=1000, description="When run as root: first of the per-sandbox uids.")
     compile_wall_s: float = Field(60.0, gt=0, description="Wall-clock budget of a compile step.")
-    max_input_chars: int = Field(4_000_000, ge=1, description="code + stdin + files of one run.")
+    max_input_chars: int = Field(4_000_000, ge=1, description="code + stdin + files + args of one run.")
     memory_cgroup: str = Field("auto", description="auto: a memory cgroup per sandbox where the host allows "
                                "(v1 memory controller or delegated v2); off; or the path of a delegated cgroup.")
 

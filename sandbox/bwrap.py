@@ -68,6 +68,7 @@ PHASES = {"slot wait": ("admitted", "slot"), "warm take": ("slot", "taken"), "jo
           "report": ("ended", "reported"), "kill/drain": ("reported", "collected"),
           "teardown": ("collected", "released")}
 OVERHEAD_MB = 64  # the supervisor's interpreter and kernel bookkeeping, on top of memory_mb + disk_mb
+HELD_SLACK = 16 << 20  # memory a finished run may leave charged (the supervisor's own heap moving) before no reuse
 
 
 def _compiled_launcher(directory: str) -> tuple[str, str]:
@@ -248,6 +249,7 @@ class _Sandbox:
         self.supervisor: int | None = None  # a pidfd of the supervisor, the sandbox's pid 1
         self.oom_seen = 0  # the memory cgroup's OOM kills already accounted for (earlier runs and cases)
         self.runs_left = runs_left
+        self.held_base = 0  # what the idle supervisor holds in its memory cgroup (MemoryGroup.held_bytes)
         # True only after a run that ended with the supervisor's report saying it cleaned up after it
         self.reusable = False
 
@@ -515,6 +517,8 @@ class BwrapBackend:
             raise
         if kind == b"R":
             box.find_supervisor()
+            if group is not None:
+                box.held_base = group.held_bytes()
             if data:  # the supervisor cannot seal its base: every run of it would see what the last one left
                 box.runs_left = 1
                 if not self._single_use_logged:
@@ -565,9 +569,9 @@ class BwrapBackend:
         """Sandboxes to start: the pool counts the idle ones and those serving a run that will come back after it."""
         return self.config.warm_pool - self._warm.qsize() - self._busy_reusable
 
-    async def _take(self) -> _Sandbox:
+    async def _take(self, fresh: bool = False) -> _Sandbox:
         box = None
-        while box is None and not self._warm.empty():
+        while box is None and not fresh and not self._warm.empty():
             box = self._warm.get_nowait()
             if box.proc.returncode is not None:  # died while idle (killed from outside): never hand it a job
                 await self._release(box)
@@ -619,7 +623,6 @@ class BwrapBackend:
             "stdin_bytes": sum(cases),
             "cases": cases,  # each case's share of stdin (bytes), in order; a single run is one case
             "batch_budget_s": c.batch_budget_s,
-            "args": list(request.args),
             "env": {**self._env, **dict(spec.env)},
             "limits": lim,
             "compile": lang.command(spec.compile, request.code, limits.memory_mb, py, tools) if spec.compile else None,
@@ -647,30 +650,45 @@ class BwrapBackend:
         if not lang.available:
             return [], RunResult(RunStatus.SANDBOX_ERROR, reason=f"{name} is not available on this host: {lang.reason}")
         problem = files_problem(list(request.files), program=lang.spec.file_for(request.code)) or next(
-            (p for p in map(path_problem, request.collect) if p), "")
+            (p for p in map(path_problem, request.collect) if p), "") or next(
+            (f"argument {i} contains a NUL character" for i, a in enumerate(request.args) if "\0" in a), "")
         if problem:  # the HTTP edge answers these with a 422; a library caller gets the same words
             return [], RunResult(RunStatus.SANDBOX_ERROR, reason=f"invalid request: {problem}")
         limits = clamp(request.limits, self.config.caps)
         inputs = [request.stdin.encode()] if stdins is None else [s.encode() for s in stdins]
         contents = {**request.files, lang.spec.file_for(request.code): request.code}
         encoded = [(name, text.encode()) for name, text in contents.items()]
+        args = b"\0".join(a.encode("utf-8", "surrogateescape") for a in request.args)
         job = self._job(request, lang, limits, [(name, len(data)) for name, data in encoded], [len(i) for i in inputs])
+        job.update(args_bytes=len(args), args_count=len(request.args))
         data = marshal.dumps(job)  # the supervisor is this interpreter: its format, and no imports to read it
-        # the files' contents and the stdin raw, behind the job: the supervisor moves them into memfds (_into_memfd)
-        payload = b"".join([len(data).to_bytes(8, "little"), data, *(d for _, d in encoded), *inputs])
+        # the files' contents, the arguments and the stdin raw, behind the job: the supervisor moves them into memfds
+        # (_into_memfd), so its own memory (which later programs inherit) never holds them
+        payload = b"".join([len(data).to_bytes(8, "little"), data, *(d for _, d in encoded), args, *inputs])
         cases: list[RunResult] | None = None if stdins is None else []
         marks: dict[str, float] = {"admitted": time.perf_counter()}
         async with self._slots.hold(run_source.get() or object()):
             self.stats["runs"] += 1
             marks["slot"] = time.perf_counter()
-            box = await self._take()
+            first = await self._take()
+            box: _Sandbox | None = first
             marks["taken"] = time.perf_counter()
             try:
-                result = await self._execute(box, payload, limits, compiled=bool(lang.spec.compile), marks=marks,
-                                             cases=cases)
+                try:
+                    result = await self._execute(first, payload, limits, compiled=bool(lang.spec.compile), marks=marks,
+                                                 cases=cases)
+                except _LimitRefused as exc:
+                    # a sandbox whose group cannot take this run's limit (memory still charged to it): a fresh one
+                    log.info("replacing a sandbox whose memory limit cannot be set: %s", exc)
+                    box = None
+                    await self._give_back(first)
+                    box = fresh = await self._take(fresh=True)
+                    result = await self._execute(fresh, payload, limits, compiled=bool(lang.spec.compile), marks=marks,
+                                                 cases=cases)
                 return cases or [], result
             finally:
-                await self._give_back(box)
+                if box is not None:
+                    await self._give_back(box)
                 marks["released"] = time.perf_counter()
                 self._account(marks)
 
@@ -700,7 +718,10 @@ class BwrapBackend:
         cgroup_mb = 0
         if box.group is not None:
             cgroup_mb = self._memory_limit_mb(limits, compiling=compiled)
-            box.group.set_limit(cgroup_mb << 20)
+            try:
+                box.group.set_limit(cgroup_mb << 20)
+            except OSError as exc:  # more is charged to the group than the limit (EBUSY): nothing was sent yet
+                raise _LimitRefused(exc.strerror or str(exc)) from exc
             box.oom_seen = box.group.oom_kills()
         t0 = marks["write"] = time.perf_counter()
         proc.stdin.write(job)
@@ -745,7 +766,8 @@ class BwrapBackend:
                         break
         except TimeoutError:
             timed_out = True
-        box.reusable = got.report is not None and got.report.get("reusable") is True and not timed_out
+        box.reusable = (got.report is not None and got.report.get("reusable") is True and not timed_out
+                        and await self._holds_nothing(box))
         if not box.reusable:
             box.kill()  # whatever is left of the run dies with its supervisor
         marks["collected"] = time.perf_counter()
@@ -784,6 +806,19 @@ class BwrapBackend:
         # sandbox failing, never the program's verdict.
         return RunResult(RunStatus.SANDBOX_ERROR, wall_ms=wall_ms,
                          reason="the sandbox's supervisor exited without a report")
+
+    async def _holds_nothing(self, box: _Sandbox) -> bool:
+        """Whether the run left nothing pinned in the sandbox's memory cgroup (anonymous or shared memory, socket
+        buffers) beyond what the idle supervisor held, waiting briefly for the kernel's deferred frees (an IPC
+        namespace is freed from a work queue)."""
+        if box.group is None:
+            return True
+        for _ in range(20):
+            if box.group.held_bytes() <= box.held_base + HELD_SLACK:
+                return True
+            await asyncio.sleep(0.005)
+        log.info("not reusing a sandbox: its run left %d MiB pinned", (box.group.held_bytes() - box.held_base) >> 20)
+        return False
 
     async def _lower_after_compile(self, box: _Sandbox, group: MemoryGroup, cgroup_mb: int) -> RunResult | None:
         """The compiler is done: the program gets its own (lower) memory limit before its first instruction, then
@@ -856,6 +891,10 @@ def _supervisor_marks(report: _Report, marks: dict[str, float]) -> None:
     if (isinstance(got, list) and len(got) == len(names) and all(isinstance(t, float) for t in got)
             and marks["write"] <= got[0] <= got[1] <= got[2] <= got[3] <= marks["reported"]):
         marks.update(zip(names, got))
+
+
+class _LimitRefused(Exception):
+    """The sandbox's memory cgroup refused the run's limit before the job was sent: the run needs another sandbox."""
 
 
 class SandboxStartError(RuntimeError):

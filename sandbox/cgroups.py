@@ -81,6 +81,18 @@ class MemoryGroup:
             with contextlib.suppress(OSError):
                 (self.path / "memory.swap.max").write_text("0")
 
+    def held_bytes(self) -> int:
+        """Anonymous and shared memory (memfd, tmpfs, SysV segments) and socket buffers charged to the group, page
+        cache left out: what a finished run could leave pinned for the next run of a reused sandbox."""
+        keys = ("rss", "shmem") if self.version == 1 else ("anon", "shmem", "sock")
+        held = 0
+        with contextlib.suppress(OSError, ValueError):
+            for line in (self.path / "memory.stat").read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key in keys:
+                    held += int(value)
+        return held
+
     def oom_kills(self) -> int:
         name = "memory.oom_control" if self.version == 1 else "memory.events"
         with contextlib.suppress(OSError, ValueError):

@@ -177,6 +177,37 @@ def _mount_storage(disk_bytes: int, inodes: int) -> None:
     os.chdir(WORK)
 
 
+def _rlimits() -> "list[tuple[int, int]]":
+    return [resource.getrlimit(getattr(resource, name)) for name in sorted(dir(resource)) if name.startswith("RLIMIT_")]
+
+
+def _sockets_left() -> str:
+    """What of the run's sockets is still in the sandbox's network namespace after every process of it is dead, in
+    words, or "". Sockets passed in an SCM_RIGHTS message nobody receives belong to no process: only the kernel's
+    unix-socket collector frees them, and it runs when some unix socket is released, so this releases one first. A
+    listener, a TIME_WAIT port or a socket armed to signal would otherwise meet the next run. /proc/net/sockstat
+    counts the namespace's sockets (the supervisor holds none) and its TIME_WAIT ports; reading the tables of
+    /proc/net/tcp instead costs milliseconds."""
+    import _socket
+
+    for end in _socket.socketpair():
+        end.close()
+    deadline = time.monotonic() + 0.2
+    while True:
+        try:
+            with open("/proc/net/sockstat", "rb") as f:
+                stat = f.read().split()
+        except OSError:
+            return ""  # no such file on this host: nothing to check by
+        used = stat[stat.index(b"used") + 1] if b"used" in stat else b"0"
+        waiting = stat[stat.index(b"tw") + 1] if b"tw" in stat else b"0"
+        if used == b"0" and waiting == b"0":
+            return ""
+        if time.monotonic() >= deadline:
+            return f"{used.decode()} sockets, {waiting.decode()} TCP ports in TIME_WAIT"
+        time.sleep(0.005)
+
+
 def _leave_run(base_mounts: int) -> None:
     """Back to the sealed base mount namespace and into a fresh, empty IPC namespace: the run's namespaces (its
     tmpfs, its IPC objects) have no member left and are freed."""
@@ -231,11 +262,15 @@ def _set_limits(lim: "dict[str, Any]") -> None:
 
 
 def _confine_child(job: "Job", limits: "dict[str, Any]") -> None:
-    """Everything a child gets before its first instruction of tool or program code: no capabilities (the
-    supervisor keeps its own, for the next run's mounts), the run's rlimits and the host's seccomp filter."""
+    """Everything a child gets before its first instruction of tool or program code: a session and process group
+    of its own (so nothing armed to signal the supervisor's group, such as an O_ASYNC owner, reaches it), no
+    capabilities (the supervisor keeps its own, for the next run's mounts), the run's rlimits, default signal
+    dispositions and the host's seccomp filter."""
+    os.setsid()
     _drop_capabilities()
     _set_limits(limits)
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # the supervisor ignores it; an ignored signal survives exec
     _install_seccomp(bytes.fromhex(job.get("seccomp", "")))
 
 
@@ -398,6 +433,7 @@ def _run_python_here(job: "Job") -> None:
     import _sitebuiltins
     import builtins
 
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C is KeyboardInterrupt, as in a fresh python
     builtins.exit = _sitebuiltins.Quitter("exit", "Ctrl-D (i.e. EOF)")
     builtins.quit = _sitebuiltins.Quitter("quit", "Ctrl-D (i.e. EOF)")
     path = os.path.join(WORK, job["source_file"])
@@ -417,13 +453,16 @@ def _run_python_here(job: "Job") -> None:
     exec(code, main.__dict__)  # noqa: S102 - the program this sandbox exists to run
 
 
-def _start_program(job: "Job", stdin_fd: int, outputs: tuple[int, int]) -> int:
-    """Fork the program, its stdout and stderr on ``outputs`` (pipes the supervisor reads and frames)."""
+def _start_program(job: "Job", stdin_fd: int, outputs: tuple[int, int], args_fd: int) -> int:
+    """Fork the program, its stdout and stderr on ``outputs`` (pipes the supervisor reads and frames). The child
+    reads its arguments from ``args_fd``: they never pass through the supervisor's memory."""
     pid = os.fork()
     if pid != 0:
         return pid
     # The child: never returns to the launcher's loop.
     try:
+        raw = os.pread(args_fd, job["args_bytes"], 0) if job["args_count"] else b""
+        job["args"] = raw.decode("utf-8", "surrogateescape").split("\0") if job["args_count"] else []
         os.dup2(stdin_fd, 0)
         os.dup2(outputs[0], 1)
         os.dup2(outputs[1], 2)
@@ -440,7 +479,7 @@ def _start_program(job: "Job", stdin_fd: int, outputs: tuple[int, int]) -> int:
     return 0
 
 
-def _run_cases(job: "Job", inputs_fd: int, buf: bytearray) -> "Job | None":
+def _run_cases(job: "Job", inputs_fd: int, args_fd: int, buf: bytearray) -> "Job | None":
     """The program once per case (a single run is one case), each a process of its own with the run's limits, its
     stdin from its slice of ``inputs_fd`` and its stdout/stderr relayed to the host as frames. After each case every
     process left (the program's children, setsid or not) is killed and reaped, so a case never runs beside an
@@ -463,7 +502,7 @@ def _run_cases(job: "Job", inputs_fd: int, buf: bytearray) -> "Job | None":
         for fd in (out_r, err_r):  # no reopening them through /proc
             os.fchmod(fd, 0)
         started = time.monotonic()
-        pid = _start_program(job, stdin_fd, (out_w, err_w))
+        pid = _start_program(job, stdin_fd, (out_w, err_w), args_fd)
         if pid == 0:
             return job
         for fd in (stdin_fd, out_w, err_w):
@@ -600,13 +639,11 @@ def _serve(job: "Job", buf: bytearray) -> "tuple[Job | None, dict[str, Json]]":
     """One run: (the job, in a child that is to run inline Python; the report, in the supervisor). Raises
     SetupError only when the job pipe broke (this sandbox cannot go on)."""
     marks = [time.monotonic()]  # CLOCK_MONOTONIC is the host's too: it splits the host's wall time into phases
-    contents = _into_memfd(0, job["payload_bytes"], "files", buf)
+    fds: list[int] = []
     try:
-        stdin_fd = _into_memfd(0, job["stdin_bytes"], "stdin", buf)
-    except BaseException:
-        os.close(contents)
-        raise
-    try:
+        for size, name in ((job["payload_bytes"], "files"), (job["args_bytes"], "args"), (job["stdin_bytes"], "stdin")):
+            fds.append(_into_memfd(0, size, name, buf))
+        contents, args_fd, stdin_fd = fds
         try:
             _mount_storage(job["disk_bytes"], job["inodes"])
             _write_files(job["files"], contents, buf)
@@ -614,8 +651,6 @@ def _serve(job: "Job", buf: bytearray) -> "tuple[Job | None, dict[str, Json]]":
             if isinstance(exc, OSError):
                 return None, {"phase": "setup", "error": f"cannot write the run's files: {exc.strerror or exc}"}
             return None, {"phase": "setup", "error": str(exc)}
-        finally:
-            os.close(contents)
         report: dict[str, Json] = {"phase": "run", "marks": marks}
         marks.append(time.monotonic())
         if job.get("compile"):
@@ -632,16 +667,34 @@ def _serve(job: "Job", buf: bytearray) -> "tuple[Job | None, dict[str, Json]]":
             # the host lowers the memory limit from the compiler's to the program's, then says go
             raise SetupError("the host closed the job pipe before saying go")
         marks.append(time.monotonic())
-        if _run_cases(job, stdin_fd, buf) is not None:
+        if _run_cases(job, stdin_fd, args_fd, buf) is not None:
             return job, report  # a case's child, and the program is inline Python
         marks.append(time.monotonic())
         _collect(job["collect"], job["collect_bytes"], buf)
         return None, report
     finally:
-        try:
-            os.close(stdin_fd)
-        except OSError:  # in a program's child, which closed every descriptor it does not need
-            pass
+        for fd in fds:
+            try:
+                os.close(fd)
+            except OSError:  # in a program's child, which closed every descriptor it does not need
+                pass
+
+
+def _clean_up(base_mounts: int, limits: "list[tuple[int, int]]") -> str:
+    """After a run: every process dead, no socket left, back in the sealed base namespace, the supervisor's limits
+    as they were. Returns what is left that the host should know of (then the sandbox is not reused), or ""."""
+    if not _kill_all():
+        return "a process of the run could not be killed"
+    try:
+        _leave_run(base_mounts)
+    except (SetupError, OSError) as exc:
+        return str(exc)
+    sockets = _sockets_left()
+    if sockets:
+        return f"sockets left open ({sockets})"
+    if _rlimits() != limits:
+        return "the supervisor's resource limits were changed"
+    return ""
 
 
 def main() -> "Job | None":
@@ -654,6 +707,10 @@ def main() -> "Job | None":
     base_mounts = os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
     single = _seal_base()
     os.chdir("/")
+    # pid 1 receives the signals it handles from its own namespace: Python's SIGINT handler would let a program
+    # kill it (a KeyboardInterrupt), so it has none
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    limits = _rlimits()  # a run must not leave them changed (every later program inherits them)
     _send(b"R", single.encode())  # ready: the host may now hand us a job; a reason here means one run only
     while True:
         job = _read_job(0)
@@ -667,14 +724,11 @@ def main() -> "Job | None":
             return None
         if child is not None:
             return child
-        clean = _kill_all()
-        try:
-            _leave_run(base_mounts)
-        except (SetupError, OSError) as exc:
-            clean = False
-            report.setdefault("error", str(exc))
+        dirt = _clean_up(base_mounts, limits)
         buf[:] = bytes(len(buf))  # whatever of this run's output passed through it
-        report["reusable"] = clean and not single
+        report["reusable"] = not dirt and not single
+        if dirt:
+            report["dirt"] = dirt
         _send(b"D", _json(report).encode())
         if not report["reusable"]:
             return None

@@ -73,7 +73,7 @@ _NUMBERS = {
     "settimeofday": (164, 170), "clock_settime": (227, 112), "clock_adjtime": (305, 266), "adjtimex": (159, 171),
     "syslog": (103, 116), "quotactl": (179, 60), "quotactl_fd": (443, 443), "lookup_dcookie": (212, 18),
     "vhangup": (153, 58), "iopl": (172, None), "ioperm": (173, None), "uselib": (134, None),
-    "memfd_create": (319, 279), "clone": (56, 220), "clone3": (435, 435),
+    "memfd_create": (319, 279), "clone": (56, 220), "clone3": (435, 435), "prlimit64": (302, 261),
 }
 _X86_64 = {n: pair[0] for n, pair in _NUMBERS.items()}
 _AARCH64 = {n: pair[1] for n, pair in _NUMBERS.items() if pair[1] is not None}
@@ -114,6 +114,15 @@ def build(machine: str | None = None, *, refuse_memfd: bool = False) -> Filter |
         out += [_ins(_JGE_K, 0x40000000, 0, 1), eperm]  # the x32 ABI shares the arch value; refuse it outright
     for name in refused:
         out += [_ins(_JEQ_K, table[name], 0, 1), eperm]
+    # prlimit64 on another process: a program shares the supervisor's uid, so it could lower the supervisor's limits
+    # (which every later run of a reused sandbox inherits). Its own limits (pid 0, as libc's setrlimit passes) only.
+    out += [
+        _ins(_JEQ_K, table["prlimit64"], 0, 4),
+        _ins(_LD_W_ABS, _ARG0_LOW),  # pid_t: the kernel reads the low 32 bits only
+        _ins(_JEQ_K, 0, 1, 0),
+        eperm,
+        _ins(_RET_K, RET_ALLOW),
+    ]
     # clone3 passes its flags in memory BPF cannot read: ENOSYS makes libc fall back to clone(2), checked below
     out += [_ins(_JEQ_K, table["clone3"], 0, 1), _ins(_RET_K, RET_ERRNO | errno.ENOSYS)]
     out += [

@@ -272,3 +272,144 @@ def test_a_sandbox_killed_while_idle_is_never_handed_a_job(box: OneSandbox) -> N
     later = box.run("print('later')\n")
     assert later.status is RunStatus.OK and "later" in later.stdout, later
     assert supervisor(first) != supervisor(later)
+
+
+# --- Attacks on the sandbox's own state ------------------------------------------------------------------------------
+# Several of these leave something behind that the supervisor answers by having the sandbox destroyed instead of
+# reused: those tests prove the hostile run itself ran in a reused sandbox, and then only ask that the next run is
+# unaffected (in the same sandbox or a fresh one).
+
+# Puts every given fd (and the carrying socketpair itself) into an SCM_RIGHTS message that nobody can receive: once
+# the program is gone, only the kernel's unix-socket garbage collector can free them, and it runs only when some
+# unix socket is released somewhere on the host.
+IN_FLIGHT = (
+    "import array, os, socket\n"
+    "def in_flight(*fds):\n"
+    "    a, b = socket.socketpair()\n"
+    "    fds = array.array('i', [a.fileno(), b.fileno(), *fds])\n"
+    "    a.sendmsg([b'x'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])\n"
+)
+
+
+def test_a_run_cannot_lower_the_rlimits_later_runs_inherit(box: OneSandbox) -> None:
+    probe = "import resource\nprint('STACK', resource.getrlimit(resource.RLIMIT_STACK))\n"
+    control = box.run(probe)
+    assert control.status is RunStatus.OK, control
+    poison = box.run("import resource\n"
+                     "for kind, value in ((resource.RLIMIT_STACK, 256 << 10), (resource.RLIMIT_NOFILE, 64)):\n"
+                     "    try:\n"
+                     "        resource.prlimit(1, kind, (value, value))\n"
+                     "        print('lowered')\n"
+                     "    except PermissionError:\n"
+                     "        print('refused')\n"
+                     "resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))\n"  # its own limits: allowed
+                     "print('own', resource.prlimit(0, resource.RLIMIT_NOFILE))\n")
+    assert poison.status is RunStatus.OK and "lowered" not in poison.stdout, poison
+    assert poison.stdout.count("refused") == 2 and "own (64, 64)" in poison.stdout, poison
+    same_sandbox(control, poison)
+    later = box.run(probe)  # today: exit 127, "cannot start program: not allowed to raise maximum limit"
+    assert later.status is RunStatus.OK, later
+    assert control.stdout.split("STACK")[1] == later.stdout.split("STACK")[1], (control.stdout, later.stdout)
+
+
+def test_sigint_to_the_supervisor_does_not_turn_a_run_into_a_sandbox_error(box: OneSandbox) -> None:
+    """sandbox_error means "the sandbox failed, never the program": the code verifier answers it with "unavailable"
+    instead of a score, so a failing program must not be able to reach it by signalling pid 1."""
+    result = box.run("import os, signal, time\nos.kill(1, signal.SIGINT)\ntime.sleep(0.2)\nprint('done')\n")
+    assert result.status is RunStatus.OK and "done" in result.stdout, result
+
+
+def test_no_socket_of_an_earlier_run_outlives_it_in_flight(box: OneSandbox) -> None:
+    planter = IN_FLIGHT + (
+        "tcp = socket.socket(); tcp.bind(('127.0.0.1', 5578)); tcp.listen()\n"
+        "unix = socket.socket(socket.AF_UNIX); unix.bind('\\0reward-in-flight'); unix.listen()\n"
+        "in_flight(tcp.fileno(), unix.fileno())\n"
+        "print('planted')\n"
+    )
+    control = box.run("print('control')\n")
+    first = box.run(planter)
+    assert first.status is RunStatus.OK and "planted" in first.stdout, first
+    same_sandbox(control, first)  # the planter ran in a reused sandbox
+    looker = (
+        "import socket\n"
+        "print('UNIX', len(open('/proc/net/unix').read().splitlines()) - 1)\n"
+        "for family, address in ((socket.AF_INET, ('127.0.0.1', 5578)), (socket.AF_UNIX, '\\0reward-in-flight')):\n"
+        "    s = socket.socket(family)\n"
+        "    try:\n"
+        "        s.connect(address)\n"
+        "        print('CONNECTED', address)\n"
+        "    except OSError:\n"
+        "        pass\n"
+    )
+    later = box.run(looker)
+    assert later.status is RunStatus.OK, later
+    assert "CONNECTED" not in later.stdout and "UNIX 0" in later.stdout, later.stdout
+
+
+def test_memory_pinned_by_an_earlier_run_does_not_fail_a_later_one(box: OneSandbox) -> None:
+    pinner = IN_FLIGHT + (
+        "fds = []\n"
+        "for _ in range(4):\n"  # RLIMIT_FSIZE caps each memfd at 64 MiB
+        "    fds.append(os.memfd_create('pin'))\n"
+        "    for _ in range(50):\n"
+        "        os.write(fds[-1], bytes(1 << 20))\n"
+        "in_flight(*fds)\n"
+        "print('pinned')\n"
+    )
+    control = box.run("print('control')\n")
+    first = box.run(pinner)
+    assert first.status is RunStatus.OK and "pinned" in first.stdout, first
+    same_sandbox(control, first)
+    # a run asking for little memory: its cgroup limit (64 + 16 + 64 MiB) is below the 200 MiB still charged
+    later = box.run("print('small')\n", limits=Limits(wall_s=10, memory_mb=64, disk_mb=16))
+    assert later.status is RunStatus.OK and "small" in later.stdout, later
+
+
+@pytest.mark.parametrize("owner, signal_name", [("1", "SIGINT"), ("-1", "SIGKILL")])
+def test_a_time_bomb_left_by_an_earlier_run_does_not_hit_a_later_one(box: OneSandbox, owner: str,
+                                                                     signal_name: str) -> None:
+    bomb = IN_FLIGHT + (
+        "import fcntl, signal\n"
+        "listener = socket.socket(); listener.bind(('127.0.0.1', 0)); listener.listen()\n"
+        "sender = socket.create_connection(listener.getsockname()); receiver, _ = listener.accept()\n"
+        f"fcntl.fcntl(receiver, fcntl.F_SETOWN, {owner})\n"  # pid 1, or (negative) process group 1
+        f"fcntl.fcntl(receiver, 10, signal.{signal_name})\n"  # F_SETSIG: this signal instead of SIGIO
+        "fcntl.fcntl(receiver, fcntl.F_SETFL, fcntl.fcntl(receiver, fcntl.F_GETFL) | os.O_ASYNC)\n"
+        "sender.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)\n"
+        "sender.send(b'y')\n"  # corked: TCP sends it 200 ms from now, when the receiver signals its owner
+        "in_flight(sender.fileno(), receiver.fileno())\n"
+        "print('armed')\n"
+    )
+    control = box.run("print('control')\n")
+    first = box.run(bomb)
+    assert first.status is RunStatus.OK and "armed" in first.stdout, first
+    same_sandbox(control, first)
+    later = box.run("import time\ntime.sleep(1)\nprint('innocent')\n")
+    assert later.status is RunStatus.OK and "innocent" in later.stdout, later
+
+
+def test_a_port_an_earlier_run_used_is_free_for_a_later_one(box: OneSandbox) -> None:
+    server = (
+        "import socket\n"
+        "srv = socket.socket(); srv.bind(('127.0.0.1', 8080)); srv.listen()\n"
+        "client = socket.create_connection(('127.0.0.1', 8080)); conn, _ = srv.accept()\n"
+        "conn.close(); client.close(); srv.close()\n"  # the server side closes first: its port enters TIME_WAIT
+        "print('served')\n"
+    )
+    control = box.run("print('control')\n")
+    first = box.run(server)
+    assert first.status is RunStatus.OK and "served" in first.stdout, first
+    same_sandbox(control, first)
+    later = box.run(server)  # today: OSError: [Errno 98] Address already in use
+    assert later.status is RunStatus.OK and "served" in later.stdout, later
+
+
+def test_no_argument_of_an_earlier_run_is_in_a_later_runs_memory(box: OneSandbox) -> None:
+    args = [SECRET * 200 + str(i) for i in range(5)]  # a few KiB, each its own object in the job
+    request = RunRequest(code=SUPERVISOR + "import sys\nprint(len(sys.argv))\n", args=args)
+    first = box.loop.run_until_complete(box.backend.run(request))
+    assert first.status is RunStatus.OK, first
+    later = box.run(scan_program())
+    assert later.status is RunStatus.OK, later
+    same_sandbox(first, later)
+    assert "FOUND 0" in later.stdout, later.stdout

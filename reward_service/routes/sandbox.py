@@ -40,10 +40,14 @@ def to_request(s: SandboxSettings, backend: Any, item: RunIn, loc: list[Any]) ->
     if not offered[language]:
         raise ApiError(422, f"language {language!r} is not available on this host (see GET /v1/sandbox/languages)",
                        loc=[*loc, "language"])
-    size = len(item.code) + len(item.stdin) + sum(len(v) for v in item.files.values())
+    size = (len(item.code) + len(item.stdin) + sum(len(v) for v in item.files.values())
+            + sum(len(a) for a in item.args))
     if size > s.max_input_chars:
-        raise ApiError(413, f"code + stdin + files hold {size} characters, over the limit of "
+        raise ApiError(413, f"code + stdin + files + args hold {size} characters, over the limit of "
                             f"{s.max_input_chars}", loc=loc)
+    for i, arg in enumerate(item.args):
+        if "\0" in arg:
+            raise ApiError(422, "an argument cannot contain a NUL character", loc=[*loc, "args", i])
     problem = files_problem(list(item.files), program=source_file(language, item.code))
     if problem:
         raise ApiError(422, problem, loc=[*loc, "files"])
