@@ -146,6 +146,20 @@ def test_no_file_of_an_earlier_run_is_visible_to_a_later_one(box: OneSandbox) ->
     assert later.status is RunStatus.RUNTIME_ERROR and "No module named 'planted'" in later.stderr, later
 
 
+def connect_program(port: int, abstract: str) -> str:
+    """A program that prints CONNECTED for each of a TCP port on loopback and an abstract unix socket it reaches."""
+    return (
+        "import socket\n"
+        f"for family, address in ((socket.AF_INET, ('127.0.0.1', {port})), (socket.AF_UNIX, '\\0{abstract}')):\n"
+        "    s = socket.socket(family)\n"
+        "    try:\n"
+        "        s.connect(address)\n"
+        "        print('CONNECTED', address)\n"
+        "    except OSError:\n"
+        "        pass\n"
+    )
+
+
 def test_no_process_of_an_earlier_run_is_alive_in_a_later_one(box: OneSandbox) -> None:
     spawner = (
         "import os, signal, socket, time\n"
@@ -179,15 +193,9 @@ def test_no_process_of_an_earlier_run_is_alive_in_a_later_one(box: OneSandbox) -
     procs = int(first.stdout.split("PROCS ")[1])
     assert first.status is RunStatus.OK and procs >= 5, first  # pid 1, the program, 3 of its own (and zombies)
     looker = (
-        "import os, socket\n"
+        "import os\n"
         "print('PIDS', sorted(int(p) for p in os.listdir('/proc') if p.isdigit()) == sorted([1, os.getpid()]))\n"
-        "for family, address in ((socket.AF_INET, ('127.0.0.1', 5577)), (socket.AF_UNIX, '\\0reward-leak')):\n"
-        "    s = socket.socket(family)\n"
-        "    try:\n"
-        "        s.connect(address)\n"
-        "        print('CONNECTED', address)\n"
-        "    except OSError:\n"
-        "        pass\n"
+        + connect_program(5577, "reward-leak")
     )
     later = box.run(looker)
     same_sandbox(first, later)
@@ -330,17 +338,8 @@ def test_no_socket_of_an_earlier_run_outlives_it_in_flight(box: OneSandbox) -> N
     first = box.run(planter)
     assert first.status is RunStatus.OK and "planted" in first.stdout, first
     same_sandbox(control, first)  # the planter ran in a reused sandbox
-    looker = (
-        "import socket\n"
-        "print('UNIX', len(open('/proc/net/unix').read().splitlines()) - 1)\n"
-        "for family, address in ((socket.AF_INET, ('127.0.0.1', 5578)), (socket.AF_UNIX, '\\0reward-in-flight')):\n"
-        "    s = socket.socket(family)\n"
-        "    try:\n"
-        "        s.connect(address)\n"
-        "        print('CONNECTED', address)\n"
-        "    except OSError:\n"
-        "        pass\n"
-    )
+    looker = "print('UNIX', len(open('/proc/net/unix').read().splitlines()) - 1)\n" + connect_program(
+        5578, "reward-in-flight")
     later = box.run(looker)
     assert later.status is RunStatus.OK, later
     assert "CONNECTED" not in later.stdout and "UNIX 0" in later.stdout, later.stdout
