@@ -120,8 +120,9 @@ def _check(ret: int, what: str) -> None:
         raise SetupError(f"{what}: {os.strerror(err)}")
 
 
-def _enter_namespaces(uid: int | None, gid: int | None) -> None:
-    """Become ``uid`` (root host only), then own a fresh user + mount namespace, where the run's storage is mounted."""
+def _enter_namespaces(uid: int | None, gid: int | None) -> str:
+    """Become ``uid`` (root host only), then own a fresh user + mount namespace, where the run's storage is mounted.
+    Returns why the sandbox must serve one run only, or ""."""
     if uid is not None:
         assert gid is not None  # the host passes both or neither
         os.setgroups([])
@@ -136,6 +137,15 @@ def _enter_namespaces(uid: int | None, gid: int | None) -> None:
         f.write(f"{uid} {uid} 1")
     with open("/proc/self/gid_map", "w") as f:
         f.write(f"{gid} {gid} 1")
+    # The project-id map may be written once, by any member of the namespace and without a capability: filled
+    # here, no run can leave numbers of its choice in it for the next (it needs our /proc files, so before we
+    # become non-dumpable below)
+    single = ""
+    try:
+        with open("/proc/self/projid_map", "w") as f:
+            f.write("0 0 4294967295")
+    except OSError as exc:
+        single = f"cannot set the project-id map: {exc.strerror or exc}"
     # Credential changes (the uid, the new namespace's capabilities) cleared the parent-death signal bwrap set; set it
     # again. It only takes effect where bwrap may signal us (same uid); when we run under a uid of our own, bwrap holds
     # no CAP_KILL and the host kills us itself, through a pidfd (sandbox/bwrap.py).
@@ -143,6 +153,7 @@ def _enter_namespaces(uid: int | None, gid: int | None) -> None:
     libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # from here on, no process of the program can open our /proc files
     libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
     _check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make mounts private")
+    return single
 
 
 def _seal_base() -> str:
@@ -703,9 +714,9 @@ def main() -> "Job | None":
     RESULT_FD = int(sys.argv[1])
     uid = int(sys.argv[2]) if sys.argv[2] != "-" else None
     gid = int(sys.argv[3]) if sys.argv[3] != "-" else None
-    _enter_namespaces(uid, gid)
+    single = _enter_namespaces(uid, gid)
     base_mounts = os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
-    single = _seal_base()
+    single = single or _seal_base()
     os.chdir("/")
     # pid 1 receives the signals it handles from its own namespace: Python's SIGINT handler would let a program
     # kill it (a KeyboardInterrupt), so it has none

@@ -412,3 +412,51 @@ def test_no_argument_of_an_earlier_run_is_in_a_later_runs_memory(box: OneSandbox
     assert later.status is RunStatus.OK, later
     same_sandbox(first, later)
     assert "FOUND 0" in later.stdout, later.stdout
+
+
+# --- Kernel state outside the run's namespaces (found by a second red-team pass) ------------------------------------
+# What a run can leave that is neither a file, a process, a socket nor memory the cgroup counts, in the namespaces
+# all runs of a sandbox share: the supervisor's user namespace and the sandbox's network namespace.
+
+
+def test_a_run_cannot_set_the_project_id_map_later_runs_read(box: OneSandbox) -> None:
+    mark = int.from_bytes(os.urandom(3), "big") + 1_000_000  # an id no mapping of the supervisor's would hold
+    planter = (
+        "import subprocess\n"  # inline Python is not dumpable (its /proc files are root's): a fresh exec is
+        f"print(subprocess.run(['/bin/sh', '-c', 'echo \"0 {mark} 1\" > /proc/$$/projid_map && echo WROTE'],\n"
+        "                     capture_output=True, text=True))\n"
+    )
+    control = box.run("print('control')\n")
+    first = box.run(planter)
+    assert first.status is RunStatus.OK, first
+    same_sandbox(control, first)
+    later = box.run("print('PROJID', repr(open('/proc/self/projid_map').read()))\n")
+    assert later.status is RunStatus.OK, later
+    same_sandbox(control, later)
+    assert str(mark) not in later.stdout and "4294967295" in later.stdout, later.stdout  # the supervisor's map
+
+
+def test_no_ipv6_flow_label_of_an_earlier_run_is_visible_to_a_later_one(box: OneSandbox) -> None:
+    mark = os.urandom(8).hex()  # 16 characters: one flow label's destination address
+    planter = (
+        "import socket, struct\n"
+        "s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)\n"
+        # struct in6_flowlabel_req: dst, label, action GET, share ANY, flags CREATE, expires, linger (s), pad
+        f"req = {mark!r}.encode() + struct.pack('!I', 0x5eed) + struct.pack('=BBHHHI', 0, 255, 1, 150, 150, 0)\n"
+        "try:\n"
+        "    s.setsockopt(socket.IPPROTO_IPV6, 32, req)\n"  # IPV6_FLOWLABEL_MGR
+        "except PermissionError:\n"
+        "    print('REFUSED')\n"
+        "s.close()\n"
+        "print('LABELS', open('/proc/net/ip6_flowlabel').read())\n"
+    )
+    control = box.run("print('control')\n")
+    first = box.run(planter)
+    # the seccomp filter refuses the flow-label manager (a label outlives its socket in the shared namespace)
+    assert first.status is RunStatus.OK and "REFUSED" in first.stdout, first
+    assert mark.encode().hex() not in first.stdout, first
+    same_sandbox(control, first)
+    later = box.run("print('LABELS', open('/proc/net/ip6_flowlabel').read())\n")
+    assert later.status is RunStatus.OK, later
+    same_sandbox(control, later)
+    assert mark.encode().hex() not in later.stdout, later.stdout
