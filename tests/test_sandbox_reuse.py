@@ -287,6 +287,15 @@ def test_a_sandbox_killed_while_idle_is_never_handed_a_job(box: OneSandbox) -> N
 # reused: those tests prove the hostile run itself ran in a reused sandbox, and then only ask that the next run is
 # unaffected (in the same sandbox or a fresh one).
 
+def plant(box: OneSandbox, planter: str, expect: str) -> tuple[RunResult, RunResult]:
+    """A control run, then ``planter`` in the same (so reused) sandbox; it must succeed and print ``expect``."""
+    control = box.run("print('control')\n")
+    first = box.run(planter)
+    assert first.status is RunStatus.OK and expect in first.stdout, first
+    same_sandbox(control, first)
+    return control, first
+
+
 # Puts every given fd (and the carrying socketpair itself) into an SCM_RIGHTS message that nobody can receive: once
 # the program is gone, only the kernel's unix-socket garbage collector can free them, and it runs only when some
 # unix socket is released somewhere on the host.
@@ -334,10 +343,7 @@ def test_no_socket_of_an_earlier_run_outlives_it_in_flight(box: OneSandbox) -> N
         "in_flight(tcp.fileno(), unix.fileno())\n"
         "print('planted')\n"
     )
-    control = box.run("print('control')\n")
-    first = box.run(planter)
-    assert first.status is RunStatus.OK and "planted" in first.stdout, first
-    same_sandbox(control, first)  # the planter ran in a reused sandbox
+    control, first = plant(box, planter, "planted")
     looker = "print('UNIX', len(open('/proc/net/unix').read().splitlines()) - 1)\n" + connect_program(
         5578, "reward-in-flight")
     later = box.run(looker)
@@ -355,10 +361,7 @@ def test_memory_pinned_by_an_earlier_run_does_not_fail_a_later_one(box: OneSandb
         "in_flight(*fds)\n"
         "print('pinned')\n"
     )
-    control = box.run("print('control')\n")
-    first = box.run(pinner)
-    assert first.status is RunStatus.OK and "pinned" in first.stdout, first
-    same_sandbox(control, first)
+    control, first = plant(box, pinner, "pinned")
     # a run asking for little memory: its cgroup limit (64 + 16 + 64 MiB) is below the 200 MiB still charged
     later = box.run("print('small')\n", limits=Limits(wall_s=10, memory_mb=64, disk_mb=16))
     assert later.status is RunStatus.OK and "small" in later.stdout, later
@@ -379,10 +382,7 @@ def test_a_time_bomb_left_by_an_earlier_run_does_not_hit_a_later_one(box: OneSan
         "in_flight(sender.fileno(), receiver.fileno())\n"
         "print('armed')\n"
     )
-    control = box.run("print('control')\n")
-    first = box.run(bomb)
-    assert first.status is RunStatus.OK and "armed" in first.stdout, first
-    same_sandbox(control, first)
+    control, first = plant(box, bomb, "armed")
     later = box.run("import time\ntime.sleep(1)\nprint('innocent')\n")
     assert later.status is RunStatus.OK and "innocent" in later.stdout, later
 
@@ -395,10 +395,7 @@ def test_a_port_an_earlier_run_used_is_free_for_a_later_one(box: OneSandbox) -> 
         "conn.close(); client.close(); srv.close()\n"  # the server side closes first: its port enters TIME_WAIT
         "print('served')\n"
     )
-    control = box.run("print('control')\n")
-    first = box.run(server)
-    assert first.status is RunStatus.OK and "served" in first.stdout, first
-    same_sandbox(control, first)
+    control, first = plant(box, server, "served")
     later = box.run(server)  # today: OSError: [Errno 98] Address already in use
     assert later.status is RunStatus.OK and "served" in later.stdout, later
 
@@ -426,10 +423,7 @@ def test_a_run_cannot_set_the_project_id_map_later_runs_read(box: OneSandbox) ->
         f"print(subprocess.run(['/bin/sh', '-c', 'echo \"0 {mark} 1\" > /proc/$$/projid_map && echo WROTE'],\n"
         "                     capture_output=True, text=True))\n"
     )
-    control = box.run("print('control')\n")
-    first = box.run(planter)
-    assert first.status is RunStatus.OK, first
-    same_sandbox(control, first)
+    control, first = plant(box, planter, "")
     later = box.run("print('PROJID', repr(open('/proc/self/projid_map').read()))\n")
     assert later.status is RunStatus.OK, later
     same_sandbox(control, later)
@@ -450,12 +444,9 @@ def test_no_ipv6_flow_label_of_an_earlier_run_is_visible_to_a_later_one(box: One
         "s.close()\n"
         "print('LABELS', open('/proc/net/ip6_flowlabel').read())\n"
     )
-    control = box.run("print('control')\n")
-    first = box.run(planter)
     # the seccomp filter refuses the flow-label manager (a label outlives its socket in the shared namespace)
-    assert first.status is RunStatus.OK and "REFUSED" in first.stdout, first
+    control, first = plant(box, planter, "REFUSED")
     assert mark.encode().hex() not in first.stdout, first
-    same_sandbox(control, first)
     later = box.run("print('LABELS', open('/proc/net/ip6_flowlabel').read())\n")
     assert later.status is RunStatus.OK, later
     same_sandbox(control, later)
