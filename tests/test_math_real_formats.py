@@ -306,6 +306,18 @@ BASE_TWO = ("So, $3/16 = 1/8 + 1/16 = 0.0011_2$, where the radix point is betwee
             "I hope it is correct.")
 
 
+@pytest.mark.parametrize("answer, gold, expected", [
+    # Omni-MATH 962: the gold's bare \log is the natural log of an integral's value
+    ("\\frac{\\pi}{8} \\ln(2)", "\\frac{\\pi \\log(2)}{8}", 1.0),
+    ("\\frac{\\pi}{8} \\log 2", "\\frac{\\pi \\log(2)}{8}", 1.0),
+    ("\\frac{\\pi}{8} \\ln 3", "\\frac{\\pi \\log(2)}{8}", 0.0),
+    ("\\log_{10} 2", "\\ln 2", 0.0),  # a gold written with \ln never accepts a base-10 value
+    ("\\ln 250", "\\log _{10} 250", 0.0),  # nor does an explicit base 10
+])
+def test_a_bare_log_in_the_gold_may_be_the_natural_log(answer: str, gold: str, expected: float) -> None:
+    assert score(f"Therefore the value is ${answer}$.", gold) == expected
+
+
 def test_a_boxed_restatement_beside_its_value_is_one_answer() -> None:
     assert score(BASE_TWO.format(final="0.0011_2"), "0.0011_{2}") == 1.0
     assert score(BASE_TWO.format(final="0.0011_2"), "0.0101_{2}") == 0.0

@@ -143,6 +143,21 @@ def _spellings(gold: Gold, rel_tol: float) -> list[Gold]:
     return [parse_gold(p) for p in parts]
 
 
+_BARE_LOG = re.compile(r"\\log(?![A-Za-z])(?!\s*_)")
+
+
+def _natural_log_reading(gold: Gold) -> list[Gold]:
+    """A gold that writes a bare ``\\log`` (read as base 10) may mean the natural log, as analysis problems do
+    (Omni-MATH: ``\\frac{\\pi \\log(2)}{8}`` against ``\\frac{\\pi}{8} \\ln(2)``): that reading is a second
+    spelling of it. Only this direction: a gold written with ``\\ln`` never accepts a base-10 value."""
+    if not _BARE_LOG.search(gold.text):
+        return []
+    try:
+        return [parse_gold(_BARE_LOG.sub(lambda _: "\\ln", gold.text))]
+    except InvalidReference:
+        return []
+
+
 def _single_valued(expr: sympy.Basic) -> bool:
     """A scalar gold (a number or formula): compound answers are compared to it only to find them unequal."""
     return isinstance(expr, sympy.Expr) and not isinstance(expr, MatrixBase)
@@ -359,7 +374,8 @@ class MathVerifier(Verifier[MathOptions]):
     Options = MathOptions
 
     def check(self, response: str, reference: Any, options: MathOptions) -> Verdict:
-        golds = [g for t in reference_texts(reference) for g in _spellings(parse_gold(t), options.rel_tol)]
+        golds = [g for t in reference_texts(reference) for s in _spellings(parse_gold(t), options.rel_tol)
+                 for g in (s, *_natural_log_reading(s))]
         text, truncated = clip_tail(response or "", options.tail_chars)
         details: dict[str, Any] = {"truncated_to_tail": options.tail_chars} if truncated else {}
         found = extract(text, last_number=options.last_number_fallback, choice_letters=any(g.letter for g in golds))
