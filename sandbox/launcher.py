@@ -62,8 +62,13 @@ PR_CAP_AMBIENT = 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
 SECCOMP_MODE_FILTER = 2
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
+MS_NOEXEC, MS_NOATIME, MS_NODIRATIME, MS_RELATIME, MS_STRICTATIME = 8, 1024, 2048, 1 << 21, 1 << 24
+_MOUNT_FLAGS = {b"nosuid": MS_NOSUID, b"nodev": MS_NODEV, b"noexec": MS_NOEXEC, b"noatime": MS_NOATIME,
+                b"nodiratime": MS_NODIRATIME, b"relatime": MS_RELATIME, b"strictatime": MS_STRICTATIME}
 MNT_DETACH = 2
 CLONE_NEWIPC = 0x08000000
+FLUSH_S = 0.01  # a case's output waits at most this long in the supervisor before it leaves as a frame
+CHILD_WAKE = (-1, -1)  # a pipe SIGCHLD writes to (signal.set_wakeup_fd): the supervisor wakes to reap an orphan
 HEAD = 5  # a frame's header on the result fd: its kind (one byte), then its length (4 bytes, little-endian)
 
 
@@ -156,14 +161,34 @@ def _enter_namespaces(uid: int | None, gid: int | None) -> str:
     return single
 
 
+def _mount_points() -> "list[tuple[bytes, bytes]]":
+    """(mount point, its per-mount options) of every mount this namespace sees, from /proc/self/mountinfo (whose
+    fields escape blanks and backslashes as octal)."""
+    def unescape(field: bytes) -> bytes:
+        head, *rest = field.split(b"\\")
+        return head + b"".join(bytes([int(part[:3], 8)]) + part[3:] for part in rest)
+
+    with open("/proc/self/mountinfo", "rb") as f:
+        return [(unescape(fields[4]), fields[5]) for fields in (line.split() for line in f)]
+
+
 def _seal_base() -> str:
-    """Make the sandbox's own root and /dev read-only in the supervisor's namespace, so that nothing a run can write
-    lies outside its own tmpfs (bwrap's root is writable by the sandbox's uid when bwrap itself makes the user
-    namespace). Returns why not, if it cannot: then this sandbox serves one run only."""
-    flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV
-    for target in (b"/", b"/dev"):
-        if libc.mount(None, target, None, flags, None) != 0:
-            return f"cannot make {target.decode()} read-only: {os.strerror(_ctypes.get_errno())}"
+    """Make every mount of the sandbox's base namespace but /proc read-only, so that nothing a run can write lies
+    outside its own tmpfs: bwrap's root is writable by the sandbox's uid when bwrap itself makes the user namespace,
+    and the device nodes bound into /dev (the host's own inodes) and the devpts instance would keep the timestamps a
+    run sets (utime to "now" needs only write permission) for the next. Reading and writing a device node on a
+    read-only mount still works. Each mount keeps its own flags (a user namespace may not clear those it inherited
+    locked). Returns why not, if it cannot: then this sandbox serves one run only."""
+    for point, options in _mount_points():
+        if point == b"/proc" or point.startswith(b"/proc/") or b"rw" not in options.split(b","):
+            continue
+        flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID
+        for option in options.split(b","):
+            flags |= _MOUNT_FLAGS.get(option, 0)
+        if point in (b"/", b"/dev"):
+            flags |= MS_NODEV
+        if libc.mount(None, point, None, flags, None) != 0:
+            return f"cannot make {point.decode(errors='replace')} read-only: {os.strerror(_ctypes.get_errno())}"
     return ""
 
 
@@ -282,6 +307,8 @@ def _confine_child(job: "Job", limits: "dict[str, Any]") -> None:
     _set_limits(limits)
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # the supervisor ignores it; an ignored signal survives exec
+    signal.set_wakeup_fd(-1)  # the supervisor's own SIGCHLD wake-up (an inline Python program never execs)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     _install_seccomp(bytes.fromhex(job.get("seccomp", "")))
 
 
@@ -408,6 +435,7 @@ def _compile(job: "Job", buf: bytearray) -> tuple[bool, int, int | None, int | N
     length, exit_code, signal)."""
     cap = min(job["compile_output_bytes"], len(buf) - HEAD)
     r, w = os.pipe()
+    os.fchmod(r, 0)  # no reopening it through /proc: a compiler told to #include "/dev/fd/1" would read its own output
     pid = os.fork()
     if pid == 0:
         try:
@@ -527,31 +555,44 @@ def _run_cases(job: "Job", inputs_fd: int, args_fd: int, buf: bytearray) -> "Job
 def _watch_case(pid: int, pipes: tuple[int, int], deadline: float, cap: int, buf: bytearray,
                 select: "ModuleType") -> "dict[str, Json]":
     """Relay one case's stdout and stderr (each capped) until it exits, overruns its wall clock or its output cap;
-    then kill everything but us and reap it. Returns the case's header fields."""
+    then kill everything but us and reap it. Returns the case's header fields. Orphans are reaped as they die (we
+    are the namespace's init: a zombie counts against the program's process limit until its parent reaps it)."""
     pidfd = os.pidfd_open(pid)
-    sent = {fd: 0 for fd in pipes}
-    kinds = {pipes[0]: b"O", pipes[1]: b"E"}
+    half = len(buf) // 2
+    view = memoryview(buf)
+    outlets = {pipes[0]: _Outlet(b"O", view[:half], cap), pipes[1]: _Outlet(b"E", view[half:], cap)}
     reading = list(pipes)
-    timed_out = over = exited = False
-    while not (exited or over):
-        left = deadline - time.monotonic()
-        ready = select.select([*reading, pidfd], [], [], max(0.0, left))[0] if left > 0 else []
-        if not ready:
+    timed_out = over = False
+    reaped: tuple[int, resource.struct_rusage] | None = None
+    while not over:
+        now = time.monotonic()
+        if now >= deadline:
             timed_out = True
             break
+        due = min((o.since + FLUSH_S for o in outlets.values() if o.pending), default=deadline)
+        ready = select.select([*reading, pidfd, CHILD_WAKE[0]], [], [], max(0.0, min(deadline, due) - now))[0]
+        if CHILD_WAKE[0] in ready:
+            _drain(CHILD_WAKE[0])
+            reaped = reaped or _reap_orphans(pid)
         for fd in ready:
-            if fd == pidfd:
-                exited = True
-                continue
-            over = _relay(fd, kinds[fd], sent, cap, buf, reading) or over
+            if fd in outlets:
+                over = outlets[fd].read(fd, reading) or over
+        now = time.monotonic()
+        for outlet in outlets.values():
+            if outlet.pending and (now >= outlet.since + FLUSH_S or outlet.full):
+                outlet.flush()
+        if pidfd in ready:
+            break
     os.close(pidfd)
     try:
         os.kill(-1, signal.SIGKILL)  # the namespace's every process but its init (us)
     except OSError:
         pass
-    st, usage = _wait(pid)
+    st, usage = reaped or _wait(pid)
     while reading:  # every writer is dead now: read to the end
-        over = _relay(reading[0], kinds[reading[0]], sent, cap, buf, reading) or over
+        over = outlets[reading[0]].read(reading[0], reading) or over
+    for outlet in outlets.values():
+        outlet.flush()
     _kill_all()  # and reap the orphans the kill left, so none counts against the next case's process limit
     for fd in pipes:
         os.close(fd)
@@ -562,22 +603,68 @@ def _watch_case(pid: int, pipes: tuple[int, int], deadline: float, cap: int, buf
         "max_rss_kb": usage.ru_maxrss if usage else 0}
 
 
-def _relay(fd: int, kind: bytes, sent: dict[int, int], cap: int, buf: bytearray, reading: list[int]) -> bool:
-    """One read from a case's pipe into ``buf``, sent on as one frame from there (at most ``cap`` bytes per stream
-    in all); True when the cap was passed. Output is never copied anywhere else in this process."""
-    view = memoryview(buf)
-    n = os.readv(fd, [view[HEAD:]])
-    if n == 0:
-        reading.remove(fd)
-        return False
-    room = max(0, cap - sent[fd])
-    keep = min(n, room)
-    if keep:
-        view[0:1] = kind
-        view[1:HEAD] = keep.to_bytes(4, "little")
-        _write_all(RESULT_FD, view[:HEAD + keep])
-        sent[fd] += keep
-    return n > room
+def _reap_orphans(pid: int) -> "tuple[int, resource.struct_rusage] | None":
+    """Reap every child that has exited; the program's status and usage if it was among them."""
+    found = None
+    while True:
+        try:
+            got, st, usage = os.wait4(-1, os.WNOHANG)
+        except ChildProcessError:
+            return found
+        if got == 0:
+            return found
+        if got == pid:
+            found = (st, usage)
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 512):
+            pass
+    except BlockingIOError:
+        pass
+
+
+class _Outlet:
+    """One stream of a case on its way to the host. Reads go into this stream's half of the run's buffer and leave
+    as one frame when it is full, FLUSH_S after its first byte, or at the case's end: a program that writes a byte
+    at a time (and waits until it was read) costs the host's event loop a frame per FLUSH_S, not one per byte. At
+    most ``cap`` bytes are sent in all; output is never copied anywhere else in this process."""
+
+    __slots__ = ("kind", "view", "cap", "sent", "pending", "since")
+
+    def __init__(self, kind: bytes, view: memoryview, cap: int) -> None:
+        self.kind, self.view, self.cap = kind, view, cap
+        self.sent = self.pending = 0
+        self.since = 0.0
+
+    @property
+    def full(self) -> bool:
+        return HEAD + self.pending >= len(self.view)
+
+    def read(self, fd: int, reading: list[int]) -> bool:
+        """One read; True when the stream passed its cap (what is past it is read and dropped)."""
+        room = max(0, self.cap - self.sent - self.pending)
+        if self.full:
+            self.flush()
+        start = HEAD + self.pending
+        n = os.readv(fd, [self.view[start:]])
+        if n == 0:
+            reading.remove(fd)
+            return False
+        keep = min(n, room)
+        if keep and not self.pending:
+            self.since = time.monotonic()
+        self.pending += keep
+        return n > room
+
+    def flush(self) -> None:
+        if self.pending:
+            self.view[0:1] = self.kind
+            self.view[1:HEAD] = self.pending.to_bytes(4, "little")
+            _write_all(RESULT_FD, self.view[:HEAD + self.pending])
+            self.sent += self.pending
+            self.pending = 0
 
 
 def _collect(names: list[str], cap: int, buf: bytearray) -> None:
@@ -708,9 +795,14 @@ def _clean_up(base_mounts: int, limits: "list[tuple[int, int]]") -> str:
     return ""
 
 
+def _woken(signum: int, frame: object) -> None:
+    """SIGCHLD's handler: the wake-up byte is all it is for (a handler of Python's own makes the C handler write
+    it)."""
+
+
 def main() -> "Job | None":
     """Serve jobs until the host closes the job pipe (or a run could not be cleaned up after)."""
-    global RESULT_FD
+    global RESULT_FD, CHILD_WAKE
     RESULT_FD = int(sys.argv[1])
     uid = int(sys.argv[2]) if sys.argv[2] != "-" else None
     gid = int(sys.argv[3]) if sys.argv[3] != "-" else None
@@ -721,6 +813,9 @@ def main() -> "Job | None":
     # pid 1 receives the signals it handles from its own namespace: Python's SIGINT handler would let a program
     # kill it (a KeyboardInterrupt), so it has none
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    CHILD_WAKE = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(CHILD_WAKE[1], warn_on_full_buffer=False)
+    signal.signal(signal.SIGCHLD, _woken)
     limits = _rlimits()  # a run must not leave them changed (every later program inherits them)
     _send(b"R", single.encode())  # ready: the host may now hand us a job; a reason here means one run only
     while True:

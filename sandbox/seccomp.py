@@ -36,6 +36,10 @@ _ARG0_LOW = 16  # args[i] is a u64 at 16 + 8 * i; on these little-endian arches 
 _ARG1_LOW = 24
 _ARG2_LOW = 32
 SOL_IPV6, IPV6_FLOWLABEL_MGR = 41, 32
+# socket(2) families a program may open: AF_UNIX, AF_INET, AF_INET6 (the sandbox's own empty network namespace) and
+# AF_NETLINK (libc's getifaddrs). Others are refused: AF_VSOCK is not isolated by a network namespace at all (it
+# reaches the hypervisor), and the rest (packet, bluetooth, RDS, crypto sockets...) are kernel surface no test needs.
+SOCKET_FAMILIES = (1, 2, 10, 16)
 
 # clone(2) flags that create namespaces; all live in the low 32 bits of the first argument on both arches below
 CLONE_NEW_FLAGS = (0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
@@ -77,7 +81,7 @@ _NUMBERS = {
     "syslog": (103, 116), "quotactl": (179, 60), "quotactl_fd": (443, 443), "lookup_dcookie": (212, 18),
     "vhangup": (153, 58), "iopl": (172, None), "ioperm": (173, None), "uselib": (134, None),
     "memfd_create": (319, 279), "clone": (56, 220), "clone3": (435, 435), "prlimit64": (302, 261),
-    "setsockopt": (54, 208),
+    "setsockopt": (54, 208), "socket": (41, 198),
 }
 _X86_64 = {n: pair[0] for n, pair in _NUMBERS.items()}
 _AARCH64 = {n: pair[1] for n, pair in _NUMBERS.items() if pair[1] is not None}
@@ -138,6 +142,12 @@ def build(machine: str | None = None, *, refuse_memfd: bool = False) -> Filter |
         eperm,
         _ins(_RET_K, RET_ALLOW),
     ]
+    # socket families: an allow list (see SOCKET_FAMILIES); EAFNOSUPPORT is what a program expects of a family the
+    # kernel lacks
+    families = len(SOCKET_FAMILIES)
+    out += [_ins(_JEQ_K, table["socket"], 0, families + 3), _ins(_LD_W_ABS, _ARG0_LOW)]
+    out += [_ins(_JEQ_K, family, families - k, 0) for k, family in enumerate(SOCKET_FAMILIES)]
+    out += [_ins(_RET_K, RET_ERRNO | errno.EAFNOSUPPORT), _ins(_RET_K, RET_ALLOW)]
     # clone3 passes its flags in memory BPF cannot read: ENOSYS makes libc fall back to clone(2), checked below
     out += [_ins(_JEQ_K, table["clone3"], 0, 1), _ins(_RET_K, RET_ERRNO | errno.ENOSYS)]
     out += [

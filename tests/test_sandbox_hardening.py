@@ -3,6 +3,7 @@ in the real sandbox behind a real server, which must keep serving."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import os
 import shutil
@@ -80,6 +81,33 @@ def test_no_new_namespaces_mounts_or_kernel_surfaces(srv: LiveServer, isolation:
     lines = r["stdout"].splitlines()
     assert lines[:-1] == ["-1 EPERM"] * 10, lines
     assert lines[-1] == "0"
+
+
+def test_socket_families_beyond_the_network_namespace_are_refused(srv: LiveServer,
+                                                                  isolation: dict[str, object]) -> None:
+    """AF_VSOCK is not isolated by a network namespace (it reaches the hypervisor); packet, bluetooth, RDS and crypto
+    sockets are kernel surface no test needs. The families a program does use still work."""
+    if "unavailable" in str(isolation["seccomp"]):
+        pytest.skip("no seccomp filter for this architecture")
+    code = ("import socket\n"
+            "for family in (40, 17, 31, 21, 38, 4, 5, 9):\n"  # vsock, packet, bluetooth, rds, alg, ipx, appletalk, x25
+            "    for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM, socket.SOCK_SEQPACKET, socket.SOCK_RAW):\n"
+            "        try:\n"
+            "            socket.socket(family, kind).close()\n"
+            "            print('OPENED', family, kind)\n"
+            "        except OSError as e:\n"
+            "            print('refused', family, e.errno)\n"
+            "a, b = socket.socketpair()\n"
+            "a.sendall(b'unix ok'); print(b.recv(10).decode())\n"
+            "for family in (socket.AF_INET, socket.AF_INET6):\n"
+            "    s = socket.socket(family, socket.SOCK_STREAM); s.bind(('', 0)); s.close(); print('inet ok')\n"
+            "n = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0); n.close(); print('netlink ok')\n")
+    r = run(srv, code)
+    assert r["status"] == "ok", r
+    assert "OPENED" not in r["stdout"], r["stdout"]
+    refused = [line for line in r["stdout"].splitlines() if line.startswith("refused")]
+    assert len(refused) == 32 and {line.split()[2] for line in refused} == {str(errno.EAFNOSUPPORT)}, refused
+    assert "unix ok" in r["stdout"] and r["stdout"].count("inet ok") == 2 and "netlink ok" in r["stdout"]
 
 
 def test_the_supervisor_cannot_be_traced_read_or_signalled(srv: LiveServer) -> None:

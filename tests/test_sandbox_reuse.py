@@ -451,3 +451,110 @@ def test_no_ipv6_flow_label_of_an_earlier_run_is_visible_to_a_later_one(box: One
     assert later.status is RunStatus.OK, later
     same_sandbox(control, later)
     assert mark.encode().hex() not in later.stdout, later.stdout
+
+
+# --- Third red-team pass: host device nodes, pid 1 as a reaper, output framing ----------------------------------------
+
+DEVICES = ("null", "zero", "full", "random", "urandom", "tty", "pts/ptmx")
+
+
+def test_a_run_cannot_leave_timestamps_on_the_device_nodes_later_runs_read(box: OneSandbox) -> None:
+    """/dev/null and the other nodes are the host's own inodes (every sandbox, and the host, share them), bound onto
+    /dev; utime() to "now" needs only write permission. Touching some and not others would leave bits for the next
+    run, so _seal_base makes every bind read-only, and the nodes must still work: written, read, a pty opened."""
+    probe = ("import os\n"
+             f"times = [(os.stat('/dev/' + d).st_atime_ns, os.stat('/dev/' + d).st_mtime_ns) for d in {DEVICES}]\n"
+             "print('TIMES', times)\n")
+    toucher = (
+        "import os\n"
+        f"for d in {DEVICES}:\n"
+        "    try:\n"
+        "        os.utime('/dev/' + d)\n"  # both times to now: allowed to anyone who may write the node
+        "        print('TOUCHED', d)\n"
+        "    except OSError:\n"
+        "        print('REFUSED', d)\n"
+        "with open('/dev/null', 'w') as f:\n"
+        "    print('WROTE', f.write('x' * 100))\n"
+        "print('READ', len(open('/dev/zero', 'rb').read(10)), len(open('/dev/urandom', 'rb').read(10)))\n"
+        "main, tty = os.openpty()\n"
+        "os.write(tty, b'ping\\n')\n"
+        "print('PTY', os.read(main, 100))\n"
+    )
+    control = box.run(probe)
+    assert control.status is RunStatus.OK, control
+    first = box.run(toucher)
+    assert first.status is RunStatus.OK, first
+    later = box.run(probe)
+    assert later.status is RunStatus.OK, later
+    same_sandbox(control, first, later)
+    assert control.stdout.split("TIMES")[1] == later.stdout.split("TIMES")[1], (control.stdout, later.stdout)
+    assert "TOUCHED" not in first.stdout, first.stdout
+    assert "WROTE 100" in first.stdout and "READ 10 10" in first.stdout, first.stdout
+    assert "PTY b'ping" in first.stdout, first.stdout
+
+
+def test_pid_1_reaps_the_orphans_of_a_running_program(box: OneSandbox) -> None:
+    """As the namespace's init the supervisor inherits every orphan; one that has exited stays a zombie, charged to
+    RLIMIT_NPROC, until its parent reaps it. A shell script that starts short background jobs (each in a subshell
+    that exits at once) must run as it would under any init, not run out of processes."""
+    if not box.backend.languages().get("bash"):
+        pytest.skip("bash is not available")
+    script = ("ok=0\nfor i in $(seq 40); do (true &) && ok=$((ok+1)); done\nsleep 0.2\n"
+              "echo OK $ok\necho ZOMBIES $(grep -l '^State:.*Z' /proc/[0-9]*/status 2>/dev/null | wc -l)\n")
+    request = RunRequest(code=script, language="bash", limits=Limits(wall_s=5, processes=16))
+    result = box.loop.run_until_complete(box.backend.run(request))
+    assert result.status is RunStatus.OK and "OK 40" in result.stdout, result
+
+
+def test_one_byte_writes_do_not_make_the_host_spend_a_frame_per_byte(box: OneSandbox,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The host's asyncio loop (shared by every request) parses each O/E frame the supervisor sends. A program that
+    writes one byte to stdout and stderr and waits until FIONREAD says it was read used to get a frame per byte
+    (about 40% of a core of the host's loop for one run). The supervisor now holds a stream's output until its half
+    of the buffer is full or FLUSH_S has passed, so the frames of a case are bounded by its wall time, whatever the
+    program writes. Counted at the host's frame reader."""
+    from sandbox import bwrap, launcher
+
+    frames: list[bytes] = []
+    real = bwrap._read_frame
+
+    async def counting(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
+        kind, data = await real(reader)
+        frames.append(kind)
+        return kind, data
+
+    spammer = (
+        "import array, fcntl, os, termios, time\n"
+        "left = array.array('i', [0])\n"
+        "end = time.monotonic() + 1\n"
+        "while time.monotonic() < end:\n"
+        "    os.write(1, b'x'); os.write(2, b'x')\n"
+        "    for fd in (1, 2):\n"
+        "        left[0] = 1\n"
+        "        while left[0]:\n"
+        "            fcntl.ioctl(fd, termios.FIONREAD, left)\n"
+        "print('done', file=__import__('sys').stderr)\n"
+    )
+    box.run("print('warm')\n")
+    monkeypatch.setattr(bwrap, "_read_frame", counting)
+    result = box.run(spammer)
+    assert result.status is RunStatus.OK and result.stderr.endswith("done\n"), result
+    written = result.stderr.count("x")
+    assert written > 1000 and result.stdout.count("x") == written, (written, result.stdout.count("x"))
+    output_frames = sum(kind in (b"O", b"E") for kind in frames)
+    # per stream: one frame per FLUSH_S of the run at most, and one at its end
+    bound = 2 * (result.wall_ms / 1000.0 / launcher.FLUSH_S + 2)
+    assert 2 <= output_frames <= bound, (output_frames, bound, written)
+
+
+def test_a_compiler_cannot_reopen_its_own_output_pipe(box: OneSandbox) -> None:
+    """``#include "/dev/fd/1"`` makes the compiler open its stdout, the pipe the supervisor reads, for reading: it
+    would block on its own output until the compile budget ran out, holding the sandbox. The pipe's mode is 0, so the
+    open is refused and the compile fails at once, as a compile error."""
+    if not box.backend.languages().get("c"):
+        pytest.skip("no C compiler")
+    request = RunRequest(code='#include "/dev/fd/1"\nint main(void) { return 0; }\n', language="c",
+                         limits=Limits(wall_s=5, compile_s=20))
+    result = box.loop.run_until_complete(box.backend.run(request))
+    assert result.status is RunStatus.COMPILE_ERROR and result.reason == "compilation failed", result
+    assert "/dev/fd/1" in result.compile_output, result.compile_output
