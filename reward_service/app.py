@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import swagger_ui_bundle
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, Depends, FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
@@ -18,6 +18,7 @@ from reward_service import __version__
 from reward_service.admission import Admission
 from reward_service.auth import TokenGate
 from reward_service.errors import install_error_handlers
+from reward_service.item_limits import reject_lone_surrogates
 from reward_service.limits import BodySizeLimit
 from reward_service.logs import request_id_var
 from reward_service.metrics import Metrics
@@ -130,6 +131,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
         docs_url=None,
         redoc_url=None,
+        dependencies=[Depends(reject_lone_surrogates)],
     )
     app.state.services = services
     install_error_handlers(app)

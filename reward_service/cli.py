@@ -22,6 +22,7 @@ def serve(
     import uvicorn
 
     from reward_service.app import create_app
+    from reward_service.http_protocol import http_protocol
     from reward_service.logs import configure_logging
 
     settings = load_settings(config, host=host, port=port)
@@ -33,6 +34,7 @@ def serve(
         log_config=None,
         timeout_graceful_shutdown=int(settings.server.shutdown_grace_s),
         limit_concurrency=None,
+        http=http_protocol(),
     )
 
 

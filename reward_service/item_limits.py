@@ -5,8 +5,15 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterator
 from typing import Any
+
+from fastapi import Request
+
+from reward_service.errors import ApiError
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def json_nodes(value: Any) -> Iterator[tuple[Any, tuple[Any, ...]]]:
@@ -19,6 +26,39 @@ def json_nodes(value: Any) -> Iterator[tuple[Any, tuple[Any, ...]]]:
             stack.extend((v, (*at, k)) for k, v in node.items())
         elif isinstance(node, list):
             stack.extend((v, (*at, j)) for j, v in enumerate(node))
+
+
+def surrogate_path(value: Any) -> list[Any] | None:
+    """Where a lone surrogate sits in a JSON value (it decodes from "\\ud800" but cannot be encoded back, so any
+    answer echoing it would fail as a 500), or None: the key itself when a key holds one."""
+    for node, at in json_nodes(value):
+        if isinstance(node, str) and _SURROGATE.search(node):
+            return list(at)
+        if isinstance(node, dict):
+            for key in node:
+                if isinstance(key, str) and _SURROGATE.search(key):
+                    return [*at, key.encode("utf-8", "backslashreplace").decode()]
+    return None
+
+
+def json_path(at: list[Any]) -> str:
+    """``items[3].reference`` from ["items", 3, "reference"]."""
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in at).lstrip(".") or "the body"
+
+
+async def reject_lone_surrogates(request: Request) -> None:
+    """Every JSON body, on every route: a lone UTF-16 surrogate is a 422 naming where it is. FastAPI has parsed the
+    body already (``request.json()`` is cached), so this costs one walk over it."""
+    if request.method not in ("POST", "PUT", "PATCH") or "json" not in request.headers.get("content-type", ""):
+        return
+    try:
+        body = await request.json()
+    except Exception:  # not JSON: the route's own parsing says so
+        return
+    bad = surrogate_path(body)
+    if bad is not None:
+        raise ApiError(422, f"{json_path(bad)} holds a lone UTF-16 surrogate, which is not valid Unicode text; "
+                            "encode the text as UTF-8", loc=bad)
 
 
 def number_problem(value: Any, max_digits: int) -> tuple[tuple[Any, ...], str] | None:

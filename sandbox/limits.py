@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, fields
+from typing import TypeGuard
 
 from sandbox.api import Limits
 
@@ -18,12 +19,13 @@ def over_caps(limits: Limits, caps: Limits) -> list[str]:
     problems = []
     for f in fields(Limits):
         value, cap = getattr(limits, f.name), getattr(caps, f.name)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        if not _finite_number(value):
             problems.append(f"{f.name} must be a finite number (got {value!r})")
         elif value <= 0:
             problems.append(f"{f.name} must be positive (got {value})")
         elif value > cap:
-            problems.append(f"{f.name}={value} exceeds the server cap of {cap}")
+            shown = "a number over 2**64" if isinstance(value, int) and value.bit_length() > 64 else value
+            problems.append(f"{f.name}={shown} exceeds the server cap of {cap}")
     return problems
 
 
@@ -33,5 +35,12 @@ def clamp(limits: Limits, caps: Limits) -> Limits:
     return Limits(**{k: min(v, getattr(caps, k)) if _usable(v) else getattr(caps, k) for k, v in values.items()})
 
 
+def _finite_number(value: object) -> TypeGuard[int | float]:
+    """An int or a finite float (math.isfinite would overflow on an int beyond a float's range: 10**400)."""
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
+
+
 def _usable(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    return _finite_number(value) and value > 0

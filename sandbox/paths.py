@@ -24,6 +24,8 @@ def path_problem(name: str) -> str:
     norm = posixpath.normpath(name)
     if norm == "." or norm == ".." or norm.startswith("../"):
         return f"file name {name!r} must be a relative path inside the work dir"
+    if name.endswith("/") or posixpath.basename(name) in (".", ".."):
+        return f"file name {name!r} names a directory, not a file"
     try:
         encoded = norm.encode("utf-8")
     except UnicodeEncodeError:

@@ -213,6 +213,11 @@ def test_disabled_sandbox_is_sandbox_error_never_a_verdict(verl_sf: ModuleType, 
     ({"files": {"x": "not base64!"}}, "files"),
     ({"files": {"x": base64.b64encode(b"\xff\xfe").decode()}}, "files"),
     ({"fetch_files": ["/etc/passwd"]}, "fetch_files"),
+    # client mistakes in file names, never a SandboxError (which verl reads as our fault)
+    ({"files": {"a": "eA==", "a/b": "eQ=="}}, "files"),
+    ({"files": {"main.py": "cHJpbnQoMik="}}, "files"),
+    ({"files": {f"f{i}": "" for i in range(1001)}}, "files"),
+    ({"files": {"a/": "eA=="}}, "files"),
 ])
 def test_bad_values_are_422_naming_the_field(server: LiveServer, patch: dict[str, Any], field: str) -> None:
     with server.client() as c:

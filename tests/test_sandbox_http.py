@@ -35,12 +35,26 @@ def test_run_returns_the_result_schema(server: LiveServer) -> None:
     ({"code": "1", "files": {"../escape.txt": "x"}}, 422, "relative path"),
     ({"code": "1", "collect": ["/etc/passwd"]}, 422, "relative path"),
     ({"code": "1", "limits": {"bogus": 1}}, 422, "bogus"),
+    ({"code": "1", "files": {"a/": "x"}}, 422, "names a directory"),
+    ({"code": "1", "collect": ["out/"]}, 422, "names a directory"),
 ])
 def test_bad_requests_are_clear_4xx(server: LiveServer, body: dict, status: int, needle: str) -> None:
     with server.client() as c:
         r = c.post("/v1/sandbox/run", json=body)
     assert r.status_code == status, r.text
     assert needle in r.text
+
+
+@pytest.mark.parametrize("field", ["memory_mb", "processes", "open_files", "output_bytes", "disk_mb", "file_size_mb"])
+def test_an_integer_limit_beyond_a_floats_range_is_a_422(server: LiveServer, field: str) -> None:
+    """10**400 is a valid JSON integer; comparing it as a float overflowed into a 500."""
+    content = '{"code": "print(1)", "limits": {"' + field + '": 1' + "0" * 400 + "}}"
+    with server.client() as c:
+        r = c.post("/v1/sandbox/run", content=content, headers={"content-type": "application/json"})
+        assert r.status_code == 422 and field in r.text and "2**64" in r.text, r.text
+        batch = '{"items": [{"code": "print(1)", "limits": {"' + field + '": 1' + "0" * 400 + "}}]}"
+        r = c.post("/v1/sandbox/run_batch", content=batch, headers={"content-type": "application/json"})
+        assert r.status_code == 422, r.text
 
 
 def test_batch_keeps_order_ids_and_per_item_outcomes(server: LiveServer) -> None:

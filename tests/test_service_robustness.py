@@ -256,6 +256,23 @@ def _hostile_bodies(n: int, seed: int = 0) -> list[str]:
     return bodies
 
 
+@pytest.mark.parametrize("path, body, where", [
+    ("/v1/audit", '{"kind": "labelled", "verifier": "math", "items": [{"response": "\\\\boxed{1}", '
+                  '"reference": "\\ud800", "label": true}]}', "items[0].reference"),
+    ("/v1/sandbox/run", '{"code": "print(1)", "id": "\\ud800"}', "id"),
+    ("/v1/sandbox/run_batch", '{"items": [{"code": "print(1)"}, {"code": "print(\'\\udc00\')"}]}', "items[1].code"),
+    ("/run_code", '{"code": "print(1)", "language": "python", "files": {"\\ud800": "eA=="}}', "files."),
+    ("/openrlhf/reward", '{"query": ["q \\ud800"], "labels": ["1"]}', "query[0]"),
+])
+def test_lone_surrogates_are_a_422_on_every_route(server: LiveServer, path: str, body: str, where: str) -> None:
+    """Valid JSON, not valid Unicode: every route refuses it at the edge, naming where it is (an answer echoing it
+    could not be encoded: a 500)."""
+    status, answer = post(server, path, body)
+    assert status == 422 and answer["detail"].startswith(where) and "surrogate" in answer["detail"], answer
+    status, answer = post(server, "/v1/verify", {"items": [NORMAL]})
+    assert status == 200 and answer["results"][0]["score"] == 1.0
+
+
 def test_two_hundred_hostile_bodies_never_give_a_500_and_service_goes_on(server: LiveServer) -> None:
     codes: list[int] = []
     with server.client(timeout=60) as c:
@@ -268,3 +285,40 @@ def test_two_hundred_hostile_bodies_never_give_a_500_and_service_goes_on(server:
         normal = c.post("/v1/verify", json={"items": [NORMAL] * 4})
     assert normal.status_code == 200 and [x["score"] for x in normal.json()["results"]] == [1.0] * 4
     assert len(set(codes)) > 2  # the bodies really differ in what is wrong with them
+
+
+def test_an_endless_header_is_refused_with_431_and_the_server_goes_on(server: LiveServer) -> None:
+    """httptools keeps an incomplete request head in memory with no bound: one connection streaming a header without
+    end grew the server by its size. Past MAX_HEAD_BYTES the head is refused and the connection closed; a request
+    whose head arrives together with a large body in one write is not affected."""
+    import socket
+    from urllib.parse import urlparse
+
+    from reward_service.http_protocol import MAX_HEAD_BYTES
+
+    url = urlparse(server.url)
+    with socket.create_connection((url.hostname, url.port), timeout=30) as s:
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ")
+        sent, answer = 0, b""
+        try:
+            while sent < 4 * MAX_HEAD_BYTES:
+                s.sendall(b"a" * 65536)
+                sent += 65536
+        except OSError:  # the server closed the connection while we were still sending
+            pass
+        try:
+            while chunk := s.recv(4096):
+                answer += chunk
+        except OSError:
+            pass
+    assert answer.startswith(b"HTTP/1.1 431"), answer[:200]
+    body = json.dumps({"items": [{**NORMAL, "response": "x" * 500_000 + " The answer is $\\boxed{42}$."}]}).encode()
+    with socket.create_connection((url.hostname, url.port), timeout=30) as s:
+        s.sendall(b"POST /v1/verify HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\nconnection: close\r\n"
+                  b"content-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        reply = b""
+        while chunk := s.recv(65536):
+            reply += chunk
+    assert reply.startswith(b"HTTP/1.1 200"), reply[:300]
+    status, answer_json = post(server, "/v1/verify", {"items": [NORMAL]})
+    assert status == 200 and answer_json["results"][0]["score"] == 1.0

@@ -22,7 +22,8 @@ from reward_service.routes.sandbox import admitted_run, safe_relative
 from reward_service.sandboxfusion import NO_MEMORY_LIMIT, RunCodeRequest, RunCodeResponse, to_response
 from reward_service.settings import Settings
 from sandbox.api import Limits, RunRequest
-from sandbox.languages import LANGUAGES
+from sandbox.languages import LANGUAGES, source_file
+from sandbox.paths import files_problem
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["sandboxfusion"], dependencies=[Depends(authorize)])
@@ -109,6 +110,9 @@ async def run_code(body: RunCodeRequest, settings: SettingsDep, gate: AdmissionD
         return RunCodeResponse.sandbox_error(why, _pod())
     language = body.our_language()
     assert language is not None
+    problem = files_problem(list(files), program=source_file(language, body.code))
+    if problem:  # two names for one file, a file that is another's directory, the program's own source, too many
+        raise ApiError(422, problem, loc=["files"])
     run = RunRequest(code=body.code, language=language, stdin=stdin, files=files, collect=list(body.fetch_files),
                      limits=limits)
     try:

@@ -1,7 +1,6 @@
 """POST /v1/verify: one request schema and one verdict schema for every verifier."""
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from fastapi import APIRouter, Depends
@@ -11,7 +10,7 @@ from reward_service.admission import AdmissionGate
 from reward_service.auth import require_token
 from reward_service.deps import AdmissionDep, SettingsDep
 from reward_service.errors import ApiError
-from reward_service.item_limits import json_chars, number_problem
+from reward_service.item_limits import json_chars, number_problem, surrogate_path
 from reward_service.schemas import VerifyItemIn, VerifyRequest, VerifyResponse, VerifyResult
 from reward_service.settings import LimitsSettings
 from verifiers.engine import Engine, Prepared
@@ -20,28 +19,6 @@ from verifiers.registry import UnknownVerifier
 from verifiers.types import Verdict, VerifyItem
 
 router = APIRouter(tags=["verify"], dependencies=[Depends(require_token)])
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def surrogate_path(value: Any, path: tuple[Any, ...] = (), depth: int = 0) -> list[Any] | None:
-    """Where a lone surrogate sits in a JSON value (it decodes from "\\ud800" but cannot be encoded back, so a
-    verdict echoing it would fail as a 500), or None. Iterative over containers up to the nesting the body allows."""
-    stack = [(value, path)]
-    while stack:
-        node, at = stack.pop()
-        if isinstance(node, str):
-            if _SURROGATE.search(node):
-                return list(at)
-        elif isinstance(node, dict):
-            for k, v in node.items():
-                if isinstance(k, str) and _SURROGATE.search(k):
-                    return list(at)
-                stack.append((v, (*at, k)))
-        elif isinstance(node, list):
-            stack.extend((v, (*at, j)) for j, v in enumerate(node))
-    return None
 
 
 MAX_NESTING = 64  # lists/objects inside a reference or options; deeper is never a real gold answer or option set
