@@ -37,11 +37,11 @@ from typing import TypedDict
 from sandbox import seccomp
 from sandbox.api import Limits, RunRequest, RunResult, RunStatus
 from sandbox.cgroups import MemoryCgroups, MemoryGroup
-from sandbox.fairslots import FairSlots, run_source
+from sandbox.fairslots import FairSlots, run_client, run_source
 from sandbox.languages import ResolvedLanguage, canonical_name, resolve_all
 from sandbox.limits import clamp, default_caps
 from sandbox.outcome import Observed, classify
-from sandbox.paths import files_problem, path_problem
+from sandbox.paths import collect_problem, files_problem
 
 log = logging.getLogger("sandbox.bwrap")
 
@@ -635,6 +635,7 @@ class BwrapBackend:
             "python_path": self._python.site_packages,
             "collect": list(request.collect),
             "collect_bytes": c.collect_bytes,
+            "collect_budget": limits.output_bytes,  # all collected files together: the run's output budget
             "disk_bytes": limits.disk_mb << 20,
             "inodes": max(4096, limits.disk_mb * 256),
             "seccomp": self._filter.program.hex() if self._filter else "",
@@ -649,8 +650,8 @@ class BwrapBackend:
             raise ValueError(f"unknown language {request.language!r}")  # callers validate first; see check_request
         if not lang.available:
             return [], RunResult(RunStatus.SANDBOX_ERROR, reason=f"{name} is not available on this host: {lang.reason}")
-        problem = files_problem(list(request.files), program=lang.spec.file_for(request.code)) or next(
-            (p for p in map(path_problem, request.collect) if p), "") or next(
+        problem = files_problem(list(request.files), program=lang.spec.file_for(request.code)) or collect_problem(
+            request.collect) or next(
             (f"argument {i} contains a NUL character" for i, a in enumerate(request.args) if "\0" in a), "")
         if problem:  # the HTTP edge answers these with a 422; a library caller gets the same words
             return [], RunResult(RunStatus.SANDBOX_ERROR, reason=f"invalid request: {problem}")
@@ -667,7 +668,7 @@ class BwrapBackend:
         payload = b"".join([len(data).to_bytes(8, "little"), data, *(d for _, d in encoded), args, *inputs])
         cases: list[RunResult] | None = None if stdins is None else []
         marks: dict[str, float] = {"admitted": time.perf_counter()}
-        async with self._slots.hold(run_source.get() or object()):
+        async with self._slots.hold(run_source.get() or object(), run_client.get()):
             self.stats["runs"] += 1
             marks["slot"] = time.perf_counter()
             first = await self._take()
@@ -756,8 +757,7 @@ class BwrapBackend:
                     elif kind == b"c":
                         got.compile_output = data.decode("utf-8", "replace")
                     elif kind == b"F":
-                        size = int.from_bytes(data[:2], "little")
-                        got.files[data[2:2 + size].decode(errors="replace")] = data[2 + size:].decode(errors="replace")
+                        got.collected(data, limits.output_bytes)
                     else:  # "D", the report; or b"" (the supervisor is gone) or a frame it never sends
                         if kind == b"D":
                             marks["reported"] = time.perf_counter()
@@ -794,7 +794,7 @@ class BwrapBackend:
         if got.single is not None:
             got.single.files = got.files
             got.single.compile_output = got.compile_output
-            return got.single
+            return _with_collect_report(got.single, report or {}, got.over_budget)
         if batch and report is not None:
             return RunResult(RunStatus.OK, wall_ms=wall_ms, compile_output=got.compile_output)
         if timed_out or oom_killed:
@@ -856,6 +856,45 @@ class _Frames:
     single: RunResult | None = None  # a single run's program outcome (its one case)
     compile_output: str = ""
     files: dict[str, str] = field(default_factory=dict)
+    file_bytes: int = 0  # the collected files' bytes so far
+    over_budget: bool = False  # the supervisor sent more than the budget: the rest was not kept
+
+    def collected(self, data: bytes, budget: int) -> None:
+        """One "F" frame (name length, name, contents), kept only within the run's output budget: the host never
+        holds more of a run's files than that, whatever the supervisor sends."""
+        size = int.from_bytes(data[:2], "little")
+        contents = data[2 + size:]
+        if self.file_bytes + len(contents) > budget:
+            self.over_budget = True
+            return
+        self.file_bytes += len(contents)
+        self.files[data[2:2 + size].decode(errors="replace")] = contents.decode(errors="replace")
+
+
+def _with_collect_report(result: RunResult, report: _Report, over_budget: bool) -> RunResult:
+    """Name what ``collect`` could not return whole: files cut at the per-file cap or the run's output budget (then
+    the run is output_exceeded, as a cut stdout is), and names that were hard links to a file already returned."""
+    notes: list[str] = []
+    cut = report.get("collect_cut") or []
+    for entry in cut if isinstance(cut, list) else []:
+        if isinstance(entry, list) and len(entry) == 3:
+            name, kept, size = entry
+            notes.append(f"collected file {name!r} cut at {kept} of its {size} bytes" if kept else
+                         f"collected file {name!r} ({size} bytes) left out: the run's output budget was spent")
+    if over_budget:
+        notes.append("collected files beyond the run's output budget were dropped")
+    links = report.get("collect_links") or []
+    for entry in links if isinstance(links, list) else []:
+        if isinstance(entry, list) and len(entry) == 2:
+            notes.append(f"{entry[0]!r} is the same file as {entry[1]!r}, returned once under that name")
+    if not notes:
+        return result
+    exceeded = bool(cut) or over_budget
+    if exceeded and result.status == RunStatus.OK:
+        result.status = RunStatus.OUTPUT_EXCEEDED
+    result.truncated = result.truncated or exceeded
+    result.reason = "; ".join([result.reason, *notes] if result.reason else notes)
+    return result
 
 
 def _classified(rep: _Report, out: str, err: str, truncated: bool, wall_ms: float, limits: Limits, *,

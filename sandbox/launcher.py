@@ -667,9 +667,15 @@ class _Outlet:
             self.pending = 0
 
 
-def _collect(names: list[str], cap: int, buf: bytearray) -> None:
+def _collect(names: list[str], cap: int, budget: int, buf: bytearray) -> "dict[str, Json]":
     """Send back regular files only ("F" frames: name length, name, contents), never following a symlink and never
-    blocking (FIFOs, devices); the contents go from the file to the host in the kernel."""
+    blocking (FIFOs, devices); the contents go from the file to the host in the kernel. Each file is cut at ``cap``
+    and all of them together at ``budget`` (the run's output budget), and an inode is sent once: hard links to one
+    file, which cost the run's disk nothing, cannot multiply what leaves the sandbox. Returns what was cut or left
+    out, for the report."""
+    seen: dict[tuple[int, int], str] = {}
+    cut: list[Json] = []
+    links: list[Json] = []
     for rel in names:
         try:
             fd = os.open(os.path.join(WORK, rel), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -679,8 +685,17 @@ def _collect(names: list[str], cap: int, buf: bytearray) -> None:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
                 continue
+            first = seen.setdefault((st.st_dev, st.st_ino), rel)
+            if first != rel:
+                links.append([rel, first])
+                continue
             name = rel.encode()
-            size = min(st.st_size, cap)
+            size = min(st.st_size, cap, budget)
+            if size < st.st_size:
+                cut.append([rel, size, st.st_size])
+                if not size:  # the budget is spent: left out, never returned as an empty file
+                    continue
+            budget -= size
             _write_all(RESULT_FD, b"F" + (2 + len(name) + size).to_bytes(4, "little")
                        + len(name).to_bytes(2, "little") + name)
             done = _copy(RESULT_FD, fd, 0, size, buf)
@@ -690,6 +705,7 @@ def _collect(names: list[str], cap: int, buf: bytearray) -> None:
             pass
         finally:
             os.close(fd)
+    return {"collect_cut": cut, "collect_links": links}
 
 
 _ESCAPES = {**{i: f"\\u{i:04x}" for i in range(32)}, ord('"'): '\\"', ord("\\"): "\\\\"}
@@ -768,7 +784,7 @@ def _serve(job: "Job", buf: bytearray) -> "tuple[Job | None, dict[str, Json]]":
         if _run_cases(job, stdin_fd, args_fd, buf) is not None:
             return job, report  # a case's child, and the program is inline Python
         marks.append(time.monotonic())
-        _collect(job["collect"], job["collect_bytes"], buf)
+        report.update(_collect(job["collect"], job["collect_bytes"], job["collect_budget"], buf))
         return None, report
     finally:
         for fd in fds:

@@ -11,6 +11,7 @@ MAX_COMPONENT_BYTES = 255  # NAME_MAX of every Linux file system
 MAX_PATH_BYTES = 1024
 MAX_DEPTH = 32
 MAX_FILES = 1000
+MAX_COLLECT = 64  # files a run may read back; together they share the run's output budget
 
 
 def path_problem(name: str) -> str:
@@ -66,4 +67,20 @@ def files_problem(names: list[str], program: str = "") -> str:
             if parent in seen:
                 return f"file {seen[parent]!r} is also the directory of {name!r}"
             parent = posixpath.dirname(parent)
+    return ""
+
+
+def collect_problem(names: list[str]) -> str:
+    """The first problem of a list of files to read back: too many, a bad name, or one file named twice."""
+    if len(names) > MAX_COLLECT:
+        return f"{len(names)} files to collect, over the limit of {MAX_COLLECT}"
+    seen: dict[str, str] = {}
+    for name in names:
+        problem = path_problem(name)
+        if problem:
+            return problem
+        norm = posixpath.normpath(name)
+        if norm in seen:
+            return f"collect names {seen[norm]!r} and {name!r} name the same file"
+        seen[norm] = name
     return ""

@@ -14,7 +14,7 @@ from reward_service.settings import SandboxSettings
 from sandbox.api import Limits, RunRequest
 from sandbox.languages import canonical_name, source_file
 from sandbox.limits import over_caps
-from sandbox.paths import files_problem, path_problem
+from sandbox.paths import collect_problem, files_problem, path_problem
 
 router = APIRouter(tags=["sandbox"], dependencies=[Depends(require_token)])
 
@@ -51,9 +51,9 @@ def to_request(s: SandboxSettings, backend: Any, item: RunIn, loc: list[Any]) ->
     problem = files_problem(list(item.files), program=source_file(language, item.code))
     if problem:
         raise ApiError(422, problem, loc=[*loc, "files"])
-    for name in item.collect:
-        if path_problem(name):
-            raise ApiError(422, path_problem(name), loc=[*loc, "collect"])
+    problem = collect_problem(item.collect)
+    if problem:
+        raise ApiError(422, problem, loc=[*loc, "collect"])
     given = item.limits.model_dump(exclude_none=True)
     limits = Limits(**{**s.defaults.model_dump(), **given})
     problems = over_caps(limits, s.caps.to_limits())

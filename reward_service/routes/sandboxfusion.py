@@ -23,7 +23,7 @@ from reward_service.sandboxfusion import NO_MEMORY_LIMIT, RunCodeRequest, RunCod
 from reward_service.settings import Settings
 from sandbox.api import Limits, RunRequest
 from sandbox.languages import LANGUAGES, source_file
-from sandbox.paths import files_problem
+from sandbox.paths import collect_problem, files_problem
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["sandboxfusion"], dependencies=[Depends(authorize)])
@@ -70,6 +70,9 @@ def _files(body: RunCodeRequest) -> dict[str, str]:
         if not safe_relative(name):
             raise ApiError(422, f"fetch_files entry {name!r} must be a relative path inside the work dir",
                            loc=["fetch_files", i])
+    problem = collect_problem(body.fetch_files)
+    if problem:
+        raise ApiError(422, problem, loc=["fetch_files"])
     return out
 
 
