@@ -26,7 +26,7 @@ from reward_service.routes import audit, health, openrlhf, prm, sandbox, sandbox
 from reward_service.runtime import Runtime
 from reward_service.services import Services
 from reward_service.settings import Settings
-from sandbox.fairslots import run_source
+from sandbox.fairslots import run_client, run_source
 from verifiers.pool import job_source
 from verifiers.types import Verdict
 
@@ -42,6 +42,14 @@ ROUTERS: tuple[APIRouter, ...] = (
     sandbox.router,
     sandboxfusion.router,
 )
+
+
+def client_key(scope: Scope) -> str:
+    """Who sent a request, for the sandbox's turns: the peer's address (uvicorn rewrites it from X-Forwarded-For
+    for the proxies named in ``--forwarded-allow-ips``). Not a header of the client's choosing, which would let one
+    client take as many turns as names it makes up; nor the connection, since a client's pool opens several."""
+    peer = scope.get("client")
+    return str(peer[0]) if peer else ""
 
 
 class RequestContext:
@@ -60,7 +68,8 @@ class RequestContext:
         rid = headers.get(b"x-request-id", b"").decode("latin-1")[:64] or uuid.uuid4().hex[:16]
         request_id_var.set(rid)
         job_source.set(rid)  # the worker pool's backlog takes turns between requests
-        run_source.set(rid)  # and so do the sandbox's slots
+        run_source.set(rid)  # and so do the sandbox's slots, first between clients, then between their requests:
+        run_client.set(client_key(scope))  # many parallel requests of one client take one client's turns
         started = time.perf_counter()
         code = 500
 

@@ -1,14 +1,17 @@
-"""Sandbox slots are shared round-robin by request: another client's trivial program is answered within 2 s while a
-200-case stdin item is being judged (issue 17), against a real server; and the slot queue itself, on real runs."""
+"""Sandbox slots are shared round-robin by client, then by request: another client's trivial program is answered
+within 2 s while a 200-case stdin item is being judged, and a client sending many requests at once takes one
+client's turns, against a real server; and the slot queue itself, on real runs."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import shutil
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from sandbox.api import RunRequest, RunStatus
@@ -84,6 +87,57 @@ async def _order_of_grants(slots: FairSlots, plan: list[str]) -> list[str]:
 def test_waiters_take_turns_by_source_and_keep_their_order_within_one() -> None:
     order = asyncio.run(_order_of_grants(FairSlots(1), ["big"] * 5 + ["small"]))
     assert order == ["big", "small", "big", "big", "big", "big"]
+
+
+def test_a_clients_parallel_requests_share_one_turn() -> None:
+    async def scenario() -> list[str]:
+        slots = FairSlots(1)
+        order: list[str] = []
+
+        async def one(source: str, client: str) -> None:
+            async with slots.hold(source, client):
+                order.append(source)
+                await asyncio.sleep(0)
+
+        async with slots.hold("holder", "holder"):
+            tasks = [asyncio.create_task(one(f"a{i}", "a")) for i in range(4)]
+            tasks.append(asyncio.create_task(one("b0", "b")))
+            tasks.append(asyncio.create_task(one("b1", "b")))
+            await asyncio.sleep(0)
+        await asyncio.gather(*tasks)
+        return order
+
+    assert asyncio.run(scenario()) == ["a0", "b0", "a1", "b1", "a2", "a3"]
+
+
+def test_one_client_flooding_parallel_requests_does_not_push_another_client_back(tmp_path: Path) -> None:
+    """Client A (127.0.0.1) sends twice as many slow programs as there are slots, each its own request; client B
+    (127.0.0.2) then sends one trivial program. B runs in the next free slot, before A's second round ends (by
+    request, B would wait behind all of A's queued requests)."""
+    slots, slow = 2, 1.5
+    env = {"REWARD_SERVICE_SANDBOX_MAX_CONCURRENT": str(slots), "REWARD_SERVICE_SANDBOX_WARM_POOL": str(slots)}
+    with run_server(tmp_path, env=env) as server:
+        done: dict[str, float] = {}
+
+        def run_a(i: int) -> None:
+            with httpx.Client(base_url=server.url, timeout=120) as c:
+                r = c.post("/v1/sandbox/run", json={"code": f"import time\ntime.sleep({slow})\nprint({i})"})
+            assert r.status_code == 200 and r.json()["stdout"] == f"{i}\n", r.text
+            done[f"a{i}"] = time.monotonic()
+
+        transport = httpx.HTTPTransport(local_address="127.0.0.2")
+        with concurrent.futures.ThreadPoolExecutor(2 * slots) as pool:
+            flood = [pool.submit(run_a, i) for i in range(2 * slots)]
+            time.sleep(slow / 2)  # A's first round runs, its second waits for slots
+            with httpx.Client(base_url=server.url, timeout=120, transport=transport) as c:
+                r = c.post("/v1/sandbox/run", json={"code": "print('b')"})
+            done["b"] = time.monotonic()
+            for f in flood:
+                f.result()
+    assert r.status_code == 200 and r.json()["stdout"] == "b\n", r.text
+    finished_after_b = sorted(k for k, t in done.items() if k != "b" and t > done["b"])
+    assert len(finished_after_b) >= slots - 1, (
+        f"client B waited behind client A's queued requests: only {finished_after_b} of A's ended after it")
 
 
 def test_a_cancelled_waiter_gives_up_its_place_and_no_slot_is_lost() -> None:
