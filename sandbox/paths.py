@@ -42,6 +42,19 @@ def path_problem(name: str) -> str:
     return ""
 
 
+def _names_problem(names: list[str], seen: dict[str, str], what: str) -> str:
+    """The first bad name, or the first two names of one file; fills ``seen`` (normalised name -> name)."""
+    for name in names:
+        problem = path_problem(name)
+        if problem:
+            return problem
+        norm = posixpath.normpath(name)
+        if norm in seen:
+            return f"{what} {seen[norm]!r} and {name!r} name the same file"
+        seen[norm] = name
+    return ""
+
+
 def files_problem(names: list[str], program: str = "") -> str:
     """The first problem of a set of files to write: a bad name, two names for one file, a file that another one
     needs as its directory, or one that would overwrite the program's own source file (``program``)."""
@@ -53,14 +66,9 @@ def files_problem(names: list[str], program: str = "") -> str:
             if posixpath.normpath(name) == program:
                 return f"file {name!r} would overwrite the program's own source file"
         names = [*names, program]
-    for name in names:
-        problem = path_problem(name)
-        if problem:
-            return problem
-        norm = posixpath.normpath(name)
-        if norm in seen:
-            return f"file names {seen[norm]!r} and {name!r} name the same file"
-        seen[norm] = name
+    problem = _names_problem(names, seen, "file names")
+    if problem:
+        return problem
     for norm, name in seen.items():
         parent = posixpath.dirname(norm)
         while parent:
@@ -74,13 +82,4 @@ def collect_problem(names: list[str]) -> str:
     """The first problem of a list of files to read back: too many, a bad name, or one file named twice."""
     if len(names) > MAX_COLLECT:
         return f"{len(names)} files to collect, over the limit of {MAX_COLLECT}"
-    seen: dict[str, str] = {}
-    for name in names:
-        problem = path_problem(name)
-        if problem:
-            return problem
-        norm = posixpath.normpath(name)
-        if norm in seen:
-            return f"collect names {seen[norm]!r} and {name!r} name the same file"
-        seen[norm] = name
-    return ""
+    return _names_problem(names, {}, "collect names")
