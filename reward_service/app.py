@@ -6,10 +6,11 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from importlib.metadata import version
+from importlib.resources import files
 
-import swagger_ui_bundle
 from fastapi import APIRouter, Depends, FastAPI
-from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -99,17 +100,33 @@ class RequestContext:
 
 
 def _mount_docs(app: FastAPI) -> None:
-    """Swagger UI from the swagger-ui-bundle package, so the docs render with no network."""
-    app.mount("/static/docs", StaticFiles(directory=swagger_ui_bundle.swagger_ui_path), name="docs-static")
+    """Swagger UI 5 and ReDoc 2 from the fastapi-offline package, so /docs and /redoc render with no network.
+
+    The service's schema is OpenAPI 3.1 (FastAPI's); Swagger UI before 5 refuses to render it.
+    """
+    static = files("fastapi_offline") / "static"
+    app.mount("/static/docs", StaticFiles(directory=str(static)), name="docs-static")
+    title = "reward-service API"
+    bust = f"?v={version('fastapi-offline')}"  # a browser holding an older bundle at the same path fetches this one
 
     @app.get("/docs", include_in_schema=False)
     async def docs() -> HTMLResponse:
         return get_swagger_ui_html(
             openapi_url="/openapi.json",
-            title="reward-service API",
-            swagger_js_url="/static/docs/swagger-ui-bundle.js",
-            swagger_css_url="/static/docs/swagger-ui.css",
-            swagger_favicon_url="/static/docs/favicon-32x32.png",
+            title=title,
+            swagger_js_url=f"/static/docs/swagger-ui-bundle.js{bust}",
+            swagger_css_url=f"/static/docs/swagger-ui.css{bust}",
+            swagger_favicon_url="/static/docs/favicon.png",
+        )
+
+    @app.get("/redoc", include_in_schema=False)
+    async def redoc() -> HTMLResponse:
+        return get_redoc_html(
+            openapi_url="/openapi.json",
+            title=title,
+            redoc_js_url=f"/static/docs/redoc.standalone.js{bust}",
+            redoc_favicon_url="/static/docs/favicon.png",
+            with_google_fonts=False,
         )
 
 
