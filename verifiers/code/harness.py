@@ -4,18 +4,32 @@ Why two processes: a candidate that shares an interpreter with the tests can alw
 frames, jump with a trace function, return an object whose ``__eq__`` is always true, exit 0 early). So the tests
 never share one with it:
 
-- the *judge* (this file run as ``__main__``) reads the job from stdin (tests, a per-run nonce) before any
-  candidate code exists, makes itself non-dumpable (no ptrace, no ``/proc/<pid>/mem`` or ``fd`` for same-uid
-  processes), and executes the test code itself;
+- the *judge* (this file run as ``__main__``) loads the modules the reference imports (argv, computed on the host),
+  keeps that module table as the only one it will ever hand to the tests, reads the job from stdin (tests, a per-run
+  nonce) before any candidate code exists, makes itself non-dumpable (no ptrace, no ``/proc/<pid>/mem`` or ``fd``
+  for same-uid processes), and executes the test code itself;
 - the *candidate* runs in a child that never saw the tests or the nonce: the first one is forked before the judge
   reads its stdin (the sandbox hands stdin over without it ever passing through the interpreter's memory, see
   sandbox/launcher.py, so the fork copies nothing secret and skips interpreter start-up); a restart after a
   timeout or crash is started with ``exec`` (a fresh memory image). Its stdin/stdout/stderr are /dev/null, and it
-  only answers requests over a pipe: "call f with these arguments", "get this attribute". Values crossing back are
-  decoded by the judge into plain builtins (numbers, strings, containers) or opaque handles, so no candidate
-  object ever runs code inside the judge, and equality is Python's own on data;
+  only answers requests over a pipe: "call f with these arguments", "get this attribute";
 - the judge writes one line per finished test, prefixed by the nonce, on a private dup of the real stdout. The host
   counts only nonce lines and treats every test without one as not passed.
+
+The trust boundary is the pipe. The candidate controls its whole process, this module's copy in it included, so
+every message from it is data the judge checks, never an instruction it follows:
+
+- values (the program's names, call results, ``len``/``bool``/``str``/``iter`` answers) enter only through
+  ``Candidate.decode``: plain builtins, opaque handles (``RemoteRef``) and, of Python's builtins, only data types,
+  exception classes and functions that compute on their arguments (``PURE_BUILTINS``); anything else breaks the
+  protocol. No candidate object ever runs code in the judge, and equality is Python's own on data;
+- exceptions cross by name as a builtin ``Exception`` subclass, else ``CandidateError``; ``StopIteration`` only
+  as the end of an iterator;
+- names (``admit_names``) are identifiers, never dunders (``__builtins__``, ``__eq__check``), never a builtin's or
+  standard module's name unless the tests take it from the program; a module-valued name is looked up in the
+  table kept before any candidate existed and never imported, so the candidate cannot make the judge run code;
+- after a restart the test namespace keeps what the judge and the test code bound: the set of program names is
+  fixed by the first load, and only a name still bound to the handle it got then takes the new process's handle.
 
 Killing the judge, exiting early, hanging or crashing therefore only ever removes results; it cannot add any.
 """
@@ -30,7 +44,7 @@ TYPE_CHECKING = False  # only mypy reads the block below: typing, collections.ab
 if TYPE_CHECKING:
     import signal
     import subprocess
-    from collections.abc import Callable
+    from collections.abc import Callable, Collection
     from types import ModuleType
     from typing import IO, Any, NoReturn  # Any: the program's and the tests' values, told apart by type(v) is T
 else:
@@ -39,6 +53,16 @@ else:
 MAX_MESSAGE = 16 << 20
 MAX_DEPTH = 200
 MESSAGE_CHARS = 300
+# The builtins a value from the candidate may name ({"$bi": name}), besides exception classes: data types and
+# functions that only compute on their arguments. The rest (exec, eval, compile, open, __import__, getattr,
+# setattr, vars, globals, print, input, breakpoint, type...) run code or reach state wherever they are called, so
+# the candidate's process sends them as handles, and the judge refuses them by name.
+PURE_BUILTINS = frozenset((
+    "bool", "int", "float", "complex", "str", "bytes", "bytearray", "tuple", "list", "dict", "set", "frozenset",
+    "range", "slice", "enumerate", "zip", "map", "filter", "reversed",
+    "abs", "all", "any", "ascii", "bin", "callable", "chr", "divmod", "format", "hash", "hex", "id", "isinstance",
+    "issubclass", "iter", "len", "max", "min", "next", "oct", "ord", "pow", "repr", "round", "sorted", "sum",
+))
 
 
 def _json_codec() -> "tuple[Callable[[object], str], Callable[[str | bytes | bytearray], Any]]":
@@ -90,6 +114,14 @@ json_dumps, json_loads = _json_codec()
 # anything else travels as a handle ({"$r": id}) that only the candidate process can resolve.
 
 
+def pure_builtin(name: str) -> bool:
+    """May a value from the candidate be this builtin (see PURE_BUILTINS)?"""
+    if name in PURE_BUILTINS:
+        return True
+    value = getattr(builtins, name, None)
+    return isinstance(value, type) and issubclass(value, Exception)
+
+
 def to_wire(value: "Any", keep: "Callable[[object], int] | None" = None, depth: int = 0) -> object:
     """Encode a plain value; ``keep`` (candidate side only) turns anything else into a handle id."""
     if depth > MAX_DEPTH:
@@ -116,10 +148,12 @@ def to_wire(value: "Any", keep: "Callable[[object], int] | None" = None, depth: 
     if t is complex:
         return {"$c": [to_wire(value.real), to_wire(value.imag)]}
     if isinstance(value, RemoteRef):
+        if value._generation != value._conn.generation:  # its id now names another object of the new process
+            raise CandidateGone("object from a candidate process that has since been restarted")
         return {"$r": value._rid}
     name = getattr(value, "__name__", None)
-    if type(name) is str and getattr(builtins, name, None) is value:  # int, len, ...: the receiver's own builtin
-        return {"$bi": name}
+    if type(name) is str and getattr(builtins, name, None) is value and (keep is None or pure_builtin(name)):
+        return {"$bi": name}  # int, len, ...: the receiver's own builtin
     if keep is None:
         raise TypeError(f"cannot pass a {t.__name__} to the candidate")
     plain = _plainify(value)
@@ -142,15 +176,17 @@ def _plainify(value: object) -> object:
     return _NOT_PLAIN
 
 
-def from_wire(data: "Any", resolve: "Callable[[int], object]", depth: int = 0) -> "Any":
-    """Decode into plain builtins; handles become whatever ``resolve`` makes of them."""
+def from_wire(data: "Any", resolve: "Callable[[int], object]", depth: int = 0,
+              admit: "Callable[[str], bool] | None" = None) -> "Any":
+    """Decode into plain builtins; handles become whatever ``resolve`` makes of them, and a builtin by name is
+    decoded only where ``admit`` (the judge's rule for the candidate's values) allows it."""
     if depth > MAX_DEPTH:
         raise ValueError("value nested too deeply")
     t = type(data)
     if data is None or t in (bool, int, float, str):
         return data
     if t is list:
-        return [from_wire(v, resolve, depth + 1) for v in data]
+        return [from_wire(v, resolve, depth + 1, admit) for v in data]
     if t is not dict or len(data) != 1:
         raise ValueError("malformed value")
     (tag, body), = data.items()
@@ -159,13 +195,13 @@ def from_wire(data: "Any", resolve: "Callable[[int], object]", depth: int = 0) -
     if tag == "$f":
         return float(body)
     if tag == "$t":
-        return tuple(from_wire(v, resolve, depth + 1) for v in body)
+        return tuple(from_wire(v, resolve, depth + 1, admit) for v in body)
     if tag == "$d":
-        return {from_wire(k, resolve, depth + 1): from_wire(v, resolve, depth + 1) for k, v in body}
+        return {from_wire(k, resolve, depth + 1, admit): from_wire(v, resolve, depth + 1, admit) for k, v in body}
     if tag == "$s":
-        return {from_wire(v, resolve, depth + 1) for v in body}
+        return {from_wire(v, resolve, depth + 1, admit) for v in body}
     if tag == "$fs":
-        return frozenset(from_wire(v, resolve, depth + 1) for v in body)
+        return frozenset(from_wire(v, resolve, depth + 1, admit) for v in body)
     if tag == "$b":
         import binascii
 
@@ -175,10 +211,10 @@ def from_wire(data: "Any", resolve: "Callable[[int], object]", depth: int = 0) -
     if tag == "$r":
         return resolve(int(body))
     if tag == "$bi":
-        value = getattr(builtins, str(body), None)
+        value = getattr(builtins, body, None) if type(body) is str and (admit is None or admit(body)) else None
         if isinstance(value, type) or type(value) is type(len):
             return value
-        raise ValueError(f"unknown builtin {body!r}")
+        raise ValueError(f"builtin {str(body)[:40]!r} refused")
     raise ValueError(f"unknown tag {tag!r}")
 
 
@@ -305,11 +341,20 @@ class CandidateError(Exception):
     """A candidate exception without a builtin counterpart."""
 
 
-def _exception_from(name: str, message: str) -> Exception:
+def _exception_from(name: str, message: str, op: str) -> Exception:
+    """The judge's own exception for one the candidate named: a builtin ``Exception`` subclass, else CandidateError.
+    StopIteration only ends an iterator (``next``): raised from a call it would end a test's loop over ``map``."""
+    message = message[:MESSAGE_CHARS]
+    if name == "StopIteration" and op == "next":
+        return StopIteration()
     cls = getattr(builtins, name, None)
-    if isinstance(cls, type) and issubclass(cls, Exception) and cls is not StopIteration:
-        return cls(message)
-    return CandidateError(f"{name}: {message}")
+    if (isinstance(cls, type) and issubclass(cls, Exception)
+            and not issubclass(cls, (StopIteration, StopAsyncIteration))):
+        try:
+            return cls(message)
+        except Exception:  # a class whose constructor wants more than a message (ExceptionGroup, UnicodeError...)
+            pass
+    return CandidateError(f"{name[:60]}: {message}")
 
 
 class RemoteRef:
@@ -427,14 +472,14 @@ class Candidate:
         self.generation = 0
         self.proc: _Child | subprocess.Popen[bytes] | None = None
         self.deadline: float | None = None
-        self.roots: dict[int, RemoteRef] = {}
 
     @property
     def alive(self) -> bool:
         return self.proc is not None
 
     def start(self, budget: float) -> dict[str, object]:
-        """Start the child and run the program; returns the names it defined (handles and plain values)."""
+        """Start the child and run the program; returns the names it defined, still on the wire (``admit_names``
+        decides which the tests see)."""
         self.stop()
         self.generation += 1
         pipe = None
@@ -456,18 +501,12 @@ class Candidate:
             self.stop()
             raise
         if "exc" in reply:
+            name, message = self._exception_fields(reply["exc"])
             self.stop()
-            name, message = reply["exc"]
-            raise CandidateGone(f"the program raised {name}: {message}")
-        self.roots = {}
-        names: dict[str, object] = {}
-        for name, value in reply["names"].items():
-            if type(value) is dict and "$m" in value:
-                module = _import_trusted(str(value["$m"]))
-                if module is not None:
-                    names[name] = module
-            else:
-                names[name] = from_wire(value, self._root_ref(name))
+            raise CandidateGone(f"the program raised {name[:60]}: {message[:MESSAGE_CHARS]}")
+        names = reply.get("names")
+        if type(names) is not dict:
+            raise self._broken("no names in the reply to loading the program")
         return names
 
     def _exec_child(self) -> "IO[bytes] | None":
@@ -492,29 +531,33 @@ class Candidate:
         self.rfd, self.wfd = rep_r, req_w
         return self.proc.stdin
 
-    def _root_ref(self, name: str) -> "Callable[[int], RemoteRef]":
-        def make(rid: int) -> RemoteRef:
-            ref = RemoteRef(self, rid, name)
-            self.roots[rid] = ref
-            return ref
+    def decode(self, data: object, label: str) -> "Any":
+        """The one door for a value from the candidate's process into the judge: plain data, handles to its objects
+        and the builtins ``pure_builtin`` allows. Anything else means the candidate broke the protocol."""
+        try:
+            return from_wire(data, lambda rid: RemoteRef(self, rid, label), admit=pure_builtin)
+        except (LookupError, ValueError, TypeError, ArithmeticError, RecursionError) as exc:
+            raise self._broken(str(exc)[:MESSAGE_CHARS]) from None
 
-        return make
+    def _broken(self, why: str) -> CandidateGone:
+        """A malformed or forged message: the child is stopped and the running test decided, as for a crash."""
+        self.stop()
+        gone = CandidateGone(f"the candidate broke the protocol: {why}")
+        self.on_trouble(gone)
+        return gone
 
     def _receive(self) -> "dict[str, Any]":
         try:
             reply = receive(self.rfd, self.deadline)
-            if type(reply) is not dict:
-                raise ValueError("reply is not an object")
-            return reply
         except (CandidateTimeout, CandidateGone) as exc:
             self.stop()
             self.on_trouble(exc)
             raise
         except ValueError as exc:
-            self.stop()
-            gone = CandidateGone(f"the candidate broke the protocol: {exc}")
-            self.on_trouble(gone)
-            raise gone from None
+            raise self._broken(str(exc)) from None
+        if type(reply) is not dict:
+            raise self._broken("reply is not an object")
+        return reply
 
     def request(self, ref: RemoteRef, op: str, fields: dict[str, object]) -> "Any":
         if not self.alive:
@@ -528,16 +571,20 @@ class Candidate:
             raise CandidateGone("the candidate process exited") from None
         reply = self._receive()
         if "exc" in reply:
-            exc = reply["exc"]
-            name, message = (exc[0], exc[1]) if type(exc) is list and len(exc) == 2 else ("Exception", "")
-            if op == "next" and name == "StopIteration":
-                raise StopIteration
-            raise _exception_from(str(name), str(message))
-        try:
-            return from_wire(reply["ok"], lambda rid: RemoteRef(self, rid, op))
-        except (KeyError, ValueError, TypeError) as exc:
-            self.stop()
-            raise CandidateGone(f"the candidate broke the protocol: {exc}") from None
+            raise _exception_from(*self._exception_fields(reply["exc"]), op)
+        if "ok" not in reply:
+            raise self._broken("a reply with neither a value nor an exception")
+        value = self.decode(reply["ok"], op)
+        expected = _REPLY_TYPES.get(op)
+        if expected is not None and type(value) is not expected:
+            raise self._broken(f"{op!r} answered with a {type(value).__name__}")
+        return value
+
+    def _exception_fields(self, exc: object) -> tuple[str, str]:
+        """(name, message) of an exception reply, as ``_describe`` writes it."""
+        if type(exc) is list and len(exc) == 2 and type(exc[0]) is str and type(exc[1]) is str:
+            return exc[0], exc[1]
+        raise self._broken("malformed exception")
 
     def close(self) -> None:
         """The end of the run: the running child, and the forked one if no test ever needed it."""
@@ -562,30 +609,50 @@ class Candidate:
         self.proc = None
 
 
-def _import_trusted(name: str) -> "ModuleType | None":
-    """A module the candidate imported, imported again here from the judge's own (work-dir-free) path."""
-    import importlib
+# What the op's answer must be (a forged one could otherwise hand ``iter`` a list, or ``len`` a handle).
+_REPLY_TYPES: "dict[str, type]" = {"bool": bool, "len": int, "str": str, "iter": RemoteRef,
+                                   "setattr": type(None), "setitem": type(None)}
+# The modules the judge loaded before any candidate existed (its own, and those the reference imports): the only
+# ones a module-valued name of the program can mean. judge_main fills it; nothing is imported on the program's word.
+TRUSTED_MODULES: "dict[str, ModuleType]" = {}
 
+
+def _preload(name: str) -> None:
+    """A module the reference imports (argv), loaded from the judge's work-dir-free path before any candidate."""
     try:
-        return importlib.import_module(name)
-    except BaseException:
-        return None
+        __import__(name)
+    except BaseException:  # one this interpreter lacks: the tests' own import says so when they run
+        pass
 
 
-def admit_names(names: dict[str, object], subjects: list[str] | tuple[str, ...]) -> dict[str, object]:
-    """The program's names as the test code sees them. A name Python itself provides (``range``, ``set``, ``abs``,
-    ``math``) stays the judge's own unless the tests take it from the program (a function under test named ``sum``):
-    otherwise ``def range(*a): return []`` empties every test loop and a fake ``math.isclose`` agrees with anything.
-    A standard-library module name always means the judge's own import of that module."""
+def _trusted_module(name: str, module: object) -> "ModuleType | None":
+    """What the program's module-valued ``name`` (the module it named ``module``) is in the judge: the name of a
+    module means that module (``import cmath as math`` is the judge's ``math``), any other name the module it
+    names; only ever one already in TRUSTED_MODULES."""
+    stdlib: frozenset[str] = getattr(sys, "stdlib_module_names", frozenset())
+    if name in stdlib or name in TRUSTED_MODULES:
+        return TRUSTED_MODULES.get(name)
+    return TRUSTED_MODULES.get(module) if type(module) is str else None
+
+
+def admit_names(names: dict[str, object], subjects: "Collection[str]",
+                decode: "Callable[[object, str], Any]") -> dict[str, object]:
+    """The program's names as the test code sees them; the reply they came in is data, and decides nothing here.
+    Only identifiers, never a dunder: ``__builtins__`` would replace the tests' builtins, ``__eq__check`` their
+    equality. A name Python itself provides (``range``, ``set``, ``abs``, ``math``) stays the judge's own unless the
+    tests take it from the program (a function under test named ``sum``): otherwise ``def range(*a): return []``
+    empties every test loop and a fake ``math.isclose`` agrees with anything. Modules: see ``_trusted_module``."""
     stdlib: frozenset[str] = getattr(sys, "stdlib_module_names", frozenset())
     admitted: dict[str, object] = {}
     for name, value in names.items():
-        if name in subjects or not (hasattr(builtins, name) or name in stdlib):
-            admitted[name] = value
-        elif name in stdlib and type(value) is type(sys):  # only where the program imported a module
-            module = _import_trusted(name)
-            if module is not None:
+        if type(name) is not str or not name.isidentifier() or name.startswith("__"):
+            continue
+        if type(value) is dict and len(value) == 1 and "$m" in value:  # the program bound a module
+            module = _trusted_module(name, value["$m"])
+            if module is not None and (name in subjects or not hasattr(builtins, name)):
                 admitted[name] = module
+        elif name in subjects or not (hasattr(builtins, name) or name in stdlib):
+            admitted[name] = decode(value, name)
     return admitted
 
 
@@ -597,7 +664,10 @@ def _untrusted_path_entry(entry: str) -> bool:
 
 
 def short_repr(value: object, limit: int = 120) -> str:
-    text = repr(value)
+    try:
+        text = repr(value)
+    except Exception:  # an int past str()'s digit limit: the failure message must not turn into an error
+        text = f"<{type(value).__name__} too large to show>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -616,6 +686,7 @@ class Judge:
         self.unit: list[Any] | None = None  # [index, problem] of the running test
         self.last_compare: tuple[object, object] | None = None
         self.broken: str | None = None  # why the candidate cannot be (re)started
+        self.program_names: dict[str, object] | None = None  # as the first load bound them (latest handles)
 
     def emit(self, index: int, status: str, message: str = "") -> None:
         if index in self.done:
@@ -629,17 +700,33 @@ class Judge:
         if self.broken:
             raise CandidateGone(self.broken)
         try:
-            names = self.candidate.start(budget + 2.0)  # + interpreter start-up
+            wire = self.candidate.start(budget + 2.0)  # + interpreter start-up
+            names = admit_names(wire, self.job.get("subjects") or (), self.candidate.decode)
         except CandidateTimeout:
             self.broken = "the program did not finish loading in time"
             raise
         except CandidateGone as exc:
             self.broken = str(exc)
             raise
-        self.namespace.update(admit_names(names, self.job.get("subjects") or ()))
+        if self.program_names is None:  # the first load, before the test code ran, fixes what the program provides
+            self.program_names = names
+            self.namespace.update(names)
+        else:
+            self.rebind(names)
         setup = self.job.get("setup") or ""
         if setup:
             exec(compile(setup, "<test setup>", "exec"), self.namespace)  # noqa: S102 - the tests' own set-up
+
+    def rebind(self, names: dict[str, object]) -> None:
+        """After a restart the old handles are dead. A program name still bound to the handle it got takes the new
+        process's handle for it; a name the judge or the test code rebound since stays theirs, and names the
+        first load did not have, or that are no handle now, are ignored: the namespace is rebuilt from what the
+        judge trusts, never from the restarted process's word."""
+        first = self.program_names or {}
+        for name, old in first.items():
+            new = names.get(name)
+            if type(old) is RemoteRef and type(new) is RemoteRef and self.namespace.get(name) is old:
+                self.namespace[name] = first[name] = new
 
     def mark_trouble(self, exc: BaseException) -> None:
         """A timeout or crash inside a test decides it, even if the test code caught the exception."""
@@ -777,8 +864,9 @@ def judge_main() -> None:
     hardened = _no_dump()
     candidate_path = list(sys.path)
     sys.path[:] = [p for p in sys.path if not _untrusted_path_entry(p)]
-    for name in sys.argv[1:]:  # standard modules the reference imports: loaded once, for the judge and the child
-        _import_trusted(name)
+    for name in sys.argv[1:]:  # modules the reference imports: loaded once, for the judge and the child
+        _preload(name)
+    TRUSTED_MODULES.update((n, m) for n, m in sys.modules.items() if type(m) is type(sys) and n != "__main__")
     _HARNESS_SOURCE = _own_source()  # for restarts; read while no candidate exists to have touched the work dir
     spare = fork_candidate()  # before the job (tests, nonce) exists anywhere in this process's memory
     job = json_loads(_read_all(0))

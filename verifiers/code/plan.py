@@ -35,7 +35,7 @@ class TestPlan:
     judge_code: str = ""  # function/asserts: the rewritten test code the judge executes
     setup: str = ""  # reference code the judge runs after the program loaded (MBPP setup, the prompt's helpers)
     subjects: list[str] = field(default_factory=list)  # names the tests take from the program even if builtins
-    preload: list[str] = field(default_factory=list)  # standard modules the reference imports (see preload_modules)
+    preload: list[str] = field(default_factory=list)  # modules the judge loads before the candidate: preload_modules
     entry_point: str | None = None
     prompt: str | None = None
     cases: list[Case] = field(default_factory=list)
@@ -102,9 +102,11 @@ def prompt_helpers(prompt: str | None, entry: str) -> str:
 
 
 def preload_modules(*sources: str) -> list[str]:
-    """Standard-library modules the reference code imports (HumanEval prompts: ``typing``, ``math``). The judge imports
-    them before it forks the candidate, so the program's own ``from typing import List`` finds them loaded, and the
-    import is paid once, not once per process."""
+    """The modules the reference's code needs in the judge, loaded before it forks the candidate: what it imports
+    (HumanEval prompts' ``typing``, ``math``; MBPP ``test_imports``; the tests' own imports) and the standard modules
+    its tests use without importing them (asserts on ``math.pi`` that rely on the program's ``import math``). The
+    judge imports nothing after that, so this list is the whole set of modules the program's names can mean in the
+    tests; loading them first also spares the program its own import, and reads nothing the program wrote."""
     stdlib: frozenset[str] = getattr(sys, "stdlib_module_names", frozenset())
     names: set[str] = set()
     for source in sources:
@@ -112,15 +114,22 @@ def preload_modules(*sources: str) -> list[str]:
             tree = ast.parse(source)
         except SyntaxError:
             continue
+        bound: set[str] = set()
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 names.update(alias.name for alias in node.names)
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 names.add(node.module)
-    return sorted(n for n in names if n.split(".")[0] in stdlib and n.split(".")[0] not in _NO_PRELOAD)
+            elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+                bound.add(node.id)
+            elif isinstance(node, ast.arg):
+                bound.add(node.arg)
+        names.update({n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id in stdlib} - bound)
+    return sorted(n for n in names if n.split(".")[0] not in _NO_PRELOAD and n.split(".")[-1] != "__main__")
 
 
-_NO_PRELOAD = frozenset({"antigravity", "this", "idlelib", "tkinter", "turtle", "turtledemo"})  # side effects, or GUI
+# Side effects on import, or GUI: never loaded ahead (a reference that really imports one gets it when its tests run).
+_NO_PRELOAD = frozenset({"antigravity", "this", "idlelib", "tkinter", "turtle", "turtledemo"})
 
 
 def assert_subjects(module: ast.Module, setup: str) -> list[str]:
@@ -240,7 +249,7 @@ def build_plan(reference: Any) -> TestPlan:
         setup = prompt_helpers(prompt, entry)
         return TestPlan("function", "python", names, _weights(reference, len(names)), timeout_s,
                         judge_code=code, entry_point=entry, prompt=prompt, setup=setup,
-                        subjects=[entry], preload=preload_modules(setup, code))
+                        subjects=[entry], preload=preload_modules(prompt or "", setup, code))
     if kinds[0] == "test_list":
         code, names, setup = _asserts_plan(reference)
         return TestPlan("asserts", "python", names, _weights(reference, len(names)), timeout_s,
