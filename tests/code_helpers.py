@@ -5,8 +5,11 @@ import asyncio
 import gc
 import gzip
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from sandbox.bwrap import BwrapBackend, BwrapConfig
 from verifiers.engine import Engine
@@ -33,6 +36,21 @@ class CodeRunner:
         gc.collect()  # finalise the backend's subprocess transports while their loop is still open
         self.loop.run_until_complete(asyncio.sleep(0))
         self.loop.close()
+
+
+def runner_fixture(warm_pool: int = 2) -> Callable[[], Iterator[CodeRunner]]:
+    """A module-scoped ``runner`` fixture: one engine and sandbox pool for all the tests of a module."""
+    @pytest.fixture(scope="module")
+    def runner() -> Iterator[CodeRunner]:
+        r = CodeRunner(warm_pool)
+        yield r
+        r.close()
+
+    return runner
+
+
+def statuses(verdict: Verdict) -> list[str]:
+    return [t["status"] for t in verdict.details["tests"]]
 
 
 def humaneval(data: Path) -> list[dict[str, Any]]:

@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 
 import pytest
 
-from tests.code_helpers import CodeRunner
+from tests.code_helpers import CodeRunner, runner_fixture, statuses
 from verifiers.types import Status
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
@@ -20,15 +19,7 @@ HUMANEVAL_STYLE = {
 }
 
 
-@pytest.fixture(scope="module")
-def runner() -> Iterator[CodeRunner]:
-    r = CodeRunner()
-    yield r
-    r.close()
-
-
-def statuses(verdict) -> list[str]:
-    return [t["status"] for t in verdict.details["tests"]]
+runner = runner_fixture()
 
 
 # --------------------------------------------------------------------------------------------- scoring
