@@ -187,7 +187,8 @@ def test_connection_refused_is_retried_then_named() -> None:
 
 
 def test_connection_refused_then_server_comes_up(tmp_path) -> None:
-    """A trainer started before the service: the client keeps trying until the server answers."""
+    """A trainer started before the service (first_contact_s raised, as trainer_policy does): the client keeps trying
+    until the server answers."""
     port = free_port()
     proc = None
 
@@ -204,7 +205,7 @@ def test_connection_refused_then_server_comes_up(tmp_path) -> None:
     starter = threading.Thread(target=start_later)
     starter.start()
     try:
-        policy = RetryPolicy(attempts=40, base_delay_s=0.2, max_delay_s=0.5)
+        policy = RetryPolicy(attempts=40, base_delay_s=0.2, max_delay_s=0.5, first_contact_s=None)
         with RewardClient(f"http://127.0.0.1:{port}", retry=policy) as client:
             assert client.verify_one("exact_match", "a", "a").score == 1.0
     finally:

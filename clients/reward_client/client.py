@@ -1,7 +1,8 @@
 """Sync and async clients for reward-service.
 
 Large batches are cut into chunks (results come back in the caller's order); overload and connection trouble are
-retried with jittered backoff honouring Retry-After, for minutes by default (a restart of the service is ridden out);
+retried with jittered backoff honouring Retry-After, for minutes by default (a restart of the service is ridden out,
+told in the ``reward_client`` log); a URL that never answered is reported within seconds (``ServiceUnreachable``);
 bad input raises ``RequestRejected`` with the server's message. A null score stays null: whether it means "skip" or
 "0" is the caller's decision. With ``coalesce=True``, concurrent ``verify`` calls (threads, tasks) share batched
 requests (see ``reward_client.coalesce``).
@@ -18,7 +19,16 @@ import httpx
 from reward_client.coalesce import Coalescer
 from reward_client.errors import RequestRejected
 from reward_client.items import Payload, PrmItem, SandboxRun, VerifyItem, to_wire
-from reward_client.protocol import ClientConfig, Outcome, chunks, judge, split_point, splittable, unsplittable
+from reward_client.protocol import (
+    ClientConfig,
+    Contact,
+    Outcome,
+    chunks,
+    judge,
+    split_point,
+    splittable,
+    unsplittable,
+)
 from reward_client.results import PrmResult, SandboxResult, VerifyResult
 from reward_client.retry import RetryPolicy
 
@@ -84,6 +94,7 @@ class RewardClient:
     ) -> None:
         self.config = ClientConfig(base_url or "", token, timeout, retry or RetryPolicy(), chunk_size, 1, headers or {})
         self._http = httpx.Client(transport=transport, **self.config.http_kwargs())
+        self._contact = Contact(self.config.base_url, self.config.retry)
         self.coalescer = _coalescer(self.config, coalesce, coalesce_window_s, transport)
 
     # --- plumbing ---
@@ -97,7 +108,7 @@ class RewardClient:
                 outcome: Outcome = self._http.request(method, path, json=json)
             except httpx.TransportError as exc:
                 outcome = exc
-            verdict = judge(outcome, attempt, policy, path, time.monotonic() - started)
+            verdict = judge(outcome, attempt, policy, path, time.monotonic() - started, self._contact)
             if not isinstance(outcome, httpx.Response) or outcome.status_code >= 300:
                 time.sleep(verdict)
                 continue
@@ -196,6 +207,7 @@ class AsyncRewardClient:
         self.coalescer = _coalescer(self.config, coalesce, coalesce_window_s, transport)
         limits = httpx.Limits(max_connections=max(max_concurrency * 2, 10))
         self._http = httpx.AsyncClient(transport=transport, limits=limits, **self.config.http_kwargs())
+        self._contact = Contact(self.config.base_url, self.config.retry)
         self._gate: asyncio.Semaphore | None = None  # made on first use, inside the caller's event loop
 
     async def _request(self, method: str, path: str, json: Any = None) -> Any:
@@ -211,7 +223,7 @@ class AsyncRewardClient:
                     outcome: Outcome = await self._http.request(method, path, json=json)
             except httpx.TransportError as exc:
                 outcome = exc
-            verdict = judge(outcome, attempt, policy, path, time.monotonic() - started)
+            verdict = judge(outcome, attempt, policy, path, time.monotonic() - started, self._contact)
             if not isinstance(outcome, httpx.Response) or outcome.status_code >= 300:
                 await asyncio.sleep(verdict)
                 continue

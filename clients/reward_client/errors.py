@@ -37,3 +37,9 @@ class ServerError(RewardServiceError):
         super().__init__(f"{path} answered {status_code}: {message}")
         self.status_code = status_code
         self.message = message
+
+
+class ServiceUnreachable(ServiceUnavailable):
+    """Nothing ever answered at the URL: a wrong URL or a service that is not running, told within seconds rather
+    than after the retry budget (``RetryPolicy.first_contact_s``). A ``ServiceUnavailable``, so handlers of an outage
+    catch it too."""

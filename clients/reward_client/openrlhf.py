@@ -16,6 +16,7 @@ from reward_client.client import AsyncRewardClient
 from reward_client.coalesce import shared_coalescer
 from reward_client.errors import RequestRejected
 from reward_client.protocol import ClientConfig
+from reward_client.retry import trainer_policy
 
 PATH = "/openrlhf/reward"
 
@@ -43,7 +44,7 @@ def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence
     """OpenRLHF's custom reward entry: the route's answer shape (``rewards``, ``scores``, ``extra_logs``)."""
     labels = list(labels) if labels is not None else [None] * len(queries)
     samples = [{"query": q, "prompt": p, "label": lab} for q, p, lab in zip(queries, prompts, labels)]
-    parts = shared_coalescer(ClientConfig()).run("openrlhf", samples, _send)
+    parts = shared_coalescer(ClientConfig(retry=trainer_policy())).run("openrlhf", samples, _send)
     keys = sorted({k for part in parts for k in part["logs"]})
     return {
         "rewards": [part["reward"] for part in parts],

@@ -2,15 +2,18 @@
 turning one HTTP outcome into "done", "wait and retry" or an exception. Both clients share them."""
 from __future__ import annotations
 
+import logging
 import os
+import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, Union
 
 import httpx
 
-from reward_client.errors import RequestRejected, ServerError, ServiceUnavailable
-from reward_client.retry import BUDGET_ENV, RETRY_STATUSES, RetryPolicy, parse_retry_after
+from reward_client.errors import RequestRejected, ServerError, ServiceUnavailable, ServiceUnreachable
+from reward_client.retry import BUDGET_ENV, FIRST_CONTACT_ENV, RETRY_STATUSES, RetryPolicy, parse_retry_after
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 URL_ENV = "REWARD_CLIENT_URL"
@@ -18,6 +21,14 @@ TOKEN_ENV = "REWARD_CLIENT_TOKEN"
 
 T = TypeVar("T")
 Outcome = Union[httpx.Response, BaseException]
+log = logging.getLogger("reward_client")
+
+# Failures that mean nothing answered at the address: before any answer from a URL, a wrong URL or a service not
+# started; after one, an outage (a restart) to ride out.
+CONNECT_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout)
+
+_reached: set[str] = set()  # base URLs that have answered a client of this process
+_reached_lock = threading.Lock()
 
 
 @dataclass
@@ -108,22 +119,90 @@ def _message(response: httpx.Response) -> tuple[str, list[Any] | None]:
     return str(body)[:500], None
 
 
+class Contact:
+    """How a client's contact with its URL stands, for the retry loop: whether the URL ever answered this process
+    (which decides how long a connection failure is retried), and the outage in progress, told in the log: a warning
+    at its first failure (for 429, only once it has lasted ``notice_every_s``), a line of progress every
+    ``notice_every_s``, and a line when the URL answers again."""
+
+    def __init__(self, url: str, policy: RetryPolicy) -> None:
+        self.url = url
+        self.policy = policy
+        self._lock = threading.Lock()
+        self._since: float | None = None  # first failure of the outage in progress
+        self._told: float | None = None  # when the log last said so
+
+    @property
+    def reached(self) -> bool:
+        return self.url in _reached
+
+    def answered(self, status: int) -> None:
+        """An HTTP answer: the URL is right. Anything but a retried status ends an outage."""
+        if self.url not in _reached:
+            with _reached_lock:
+                _reached.add(self.url)
+        if status in RETRY_STATUSES:
+            return
+        with self._lock:
+            since, told, self._since, self._told = self._since, self._told, None, None
+        if since is not None and told is not None:
+            log.info("%s answers again after %.0f s", self.url, time.monotonic() - since)
+
+    def failed(self, reason: str, urgent: bool, window_s: float) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if self._since is None:
+                self._since = now
+            lasted = now - self._since
+            if self._told is None:
+                if not urgent and lasted < self.policy.notice_every_s:
+                    return
+                first = True
+            elif now - self._told >= self.policy.notice_every_s:
+                first = False
+            else:
+                return
+            self._told = now
+        if first and self.reached:
+            log.warning("lost contact with %s (%s); retrying for up to %g s", self.url, reason, window_s)
+        elif first:
+            log.warning("no answer from %s yet (%s); retrying for up to %g s", self.url, reason, window_s)
+        else:
+            log.warning("still no answer from %s after %.0f s (%s); retrying for up to %g s", self.url, lasted,
+                        reason, window_s)
+
+
 def judge(outcome: Outcome, attempt: int, policy: RetryPolicy, path: str,
-          elapsed_s: float = 0.0) -> Any | float:
+          elapsed_s: float = 0.0, contact: Contact | None = None) -> Any | float:
     """The decoded JSON body when the call succeeded, or the seconds to wait before the next try.
 
     Raises ``RequestRejected`` for a 4xx that retrying cannot fix, ``ServerError`` for other 5xx, and
-    ``ServiceUnavailable`` when the retry budget (tries or seconds since the first try) cannot fit another try.
+    ``ServiceUnavailable`` when the retry budget (tries or seconds since the first try) cannot fit another try;
+    ``ServiceUnreachable`` when ``contact``'s URL never answered and the first-contact window is spent.
     """
     if isinstance(outcome, BaseException):
+        if isinstance(outcome, httpx.UnsupportedProtocol):
+            url = contact.url if contact is not None else "the URL"
+            raise ServiceUnreachable(f"cannot reach {url}: {str(outcome).rstrip('.')}; a URL starts with http:// "
+                                     "or https://", attempt) from outcome
         if not policy.retryable_exception(outcome):
             raise outcome
         wait = policy.delay(attempt)
-        if policy.exhausted(attempt, elapsed_s, wait):
-            raise _gave_up(f"{path}: {type(outcome).__name__}: {outcome}", attempt, elapsed_s, policy, None) \
-                from outcome
+        last = f"{path}: {type(outcome).__name__}: {outcome}"
+        if contact is not None and not contact.reached and isinstance(outcome, CONNECT_ERRORS):
+            window = policy.first_contact_window()
+            if policy.exhausted(attempt, elapsed_s, wait, window):
+                raise _unreachable(contact.url, last, attempt, elapsed_s, policy) from outcome
+        else:
+            window = policy.budget_s
+            if policy.exhausted(attempt, elapsed_s, wait):
+                raise _gave_up(last, attempt, elapsed_s, policy, None) from outcome
+        if contact is not None:
+            contact.failed(last, True, window)
         return wait
     status = outcome.status_code
+    if contact is not None:
+        contact.answered(status)
     if status < 300:
         return outcome.json()
     message, loc = _message(outcome)
@@ -131,10 +210,26 @@ def judge(outcome: Outcome, attempt: int, policy: RetryPolicy, path: str,
         wait = policy.delay(attempt, parse_retry_after(outcome.headers.get("retry-after")))
         if policy.exhausted(attempt, elapsed_s, wait):
             raise _gave_up(f"{path} answered {status}: {message}", attempt, elapsed_s, policy, status)
+        if contact is not None:
+            contact.failed(f"{path} answered {status}: {message}", status != 429, policy.budget_s)
         return wait
     if 400 <= status < 500:
         raise RequestRejected(status, message, loc, path)
     raise ServerError(status, message, path)
+
+
+def _unreachable(url: str, last: str, attempt: int, elapsed_s: float, policy: RetryPolicy) -> ServiceUnreachable:
+    """Nothing ever answered at the URL: say which URL and what to check, and which limit ended the tries."""
+    if policy.attempts is not None and attempt >= policy.attempts:
+        limit = f"{policy.attempts} tries spent"
+    elif policy.first_contact_window() < policy.budget_s:
+        limit = (f"no answer for {elapsed_s:.1f} s; a client started before its service waits longer with "
+                 f"RetryPolicy(first_contact_s=...) or {FIRST_CONTACT_ENV}")
+    else:
+        limit = (f"retry budget {policy.budget_s:g} s spent after {elapsed_s:.1f} s; widen it with "
+                 f"RetryPolicy(budget_s=...) or {BUDGET_ENV}")
+    return ServiceUnreachable(f"cannot reach {url}: is the service running? Check the URL ({URL_ENV}) and that "
+                              f"`reward-service serve` is up there ({last}; {limit})", attempt)
 
 
 def _gave_up(last: str, attempt: int, elapsed_s: float, policy: RetryPolicy,

@@ -27,7 +27,7 @@ from reward_client.coalesce import shared_coalescer
 from reward_client.items import VerifyItem, set_options
 from reward_client.protocol import ClientConfig
 from reward_client.results import VerifyResult
-from reward_client.retry import RetryPolicy
+from reward_client.retry import RetryPolicy, trainer_policy
 
 RewardFunc = Callable[..., list[float | None]]
 AsyncRewardFunc = Callable[..., Awaitable[list[float | None]]]
@@ -170,12 +170,12 @@ def make_reward_func(
 
     ``reference`` names the dataset column holding the gold answer (None: no reference); ``verifier_column`` and
     ``options_column`` let each row pick its verifier and options (None values in them mean "not set").
-    ``retry`` bounds how long an outage is ridden out (default: ``RetryPolicy()``, minutes); past it the function
-    raises, so a dead service stops training instead of silently rewarding nothing. ``on_null`` replaces a null
-    verdict (default: None, see the module docstring for what TRL makes of it).
+    ``retry`` bounds how long an outage is ridden out (default: ``trainer_policy()``, minutes, a service not yet
+    reached included); past it the function raises, so a dead service stops training instead of silently rewarding
+    nothing. ``on_null`` replaces a null verdict (default: None, see the module docstring for what TRL makes of it).
     """
     builder = _ItemBuilder(verifier, verifier_column, reference, options, options_column)
-    own = client or RewardClient(url, token=token, retry=retry, timeout=timeout)
+    own = client or RewardClient(url, token=token, retry=retry or trainer_policy(), timeout=timeout)
     func_name = name or f"{verifier or verifier_column}_reward"
     log = _Logger(func_name)
 
@@ -215,7 +215,7 @@ def make_async_reward_func(
     made from it instead (an httpx async client belongs to the loop it was first used on).
     """
     builder = _ItemBuilder(verifier, verifier_column, reference, options, options_column)
-    config = ClientConfig(url or "", token, timeout, retry or RetryPolicy())
+    config = ClientConfig(url or "", token, timeout, retry or trainer_policy())
     clients: dict[int, AsyncRewardClient] = {}
     func_name = name or f"{verifier or verifier_column}_reward"
     log = _Logger(func_name)

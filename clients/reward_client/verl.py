@@ -30,7 +30,7 @@ from reward_client.coalesce import Coalescer, shared_coalescer
 from reward_client.items import VerifyItem, set_options
 from reward_client.protocol import ClientConfig
 from reward_client.results import VerifyResult
-from reward_client.retry import RetryPolicy
+from reward_client.retry import trainer_policy
 
 ROUTES_ENV = "REWARD_CLIENT_VERL_ROUTES"
 DEFAULT_ENV = "REWARD_CLIENT_VERL_DEFAULT"
@@ -106,8 +106,7 @@ def to_verl(result: VerifyResult) -> dict[str, Any]:
 def coalescer(reward_service_url: str | None = None, retry_budget_s: float | None = None,
               **_: Any) -> Coalescer:
     """The process's coalescer for these settings (a forked worker makes its own; loops and threads share one)."""
-    retry = RetryPolicy(budget_s=float(retry_budget_s)) if retry_budget_s is not None else RetryPolicy()
-    return shared_coalescer(ClientConfig(reward_service_url or "", retry=retry))
+    return shared_coalescer(ClientConfig(reward_service_url or "", retry=trainer_policy(retry_budget_s)))
 
 
 def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: dict[str, Any] | None = None,
