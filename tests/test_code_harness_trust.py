@@ -256,3 +256,26 @@ def test_giant_and_deep_values_decide_only_their_own_test(runner: CodeRunner) ->
                "    return nested\n")
     v = runner.verify(program, ADD)
     assert statuses(v) == ["failed"] * 3, v.details["tests"]
+
+
+# ------------------------------------------------------------------------ the judge reads nothing from the work dir
+
+
+@needs_bwrap
+def test_relative_names_in_the_judge_never_reach_the_candidates_files(runner: CodeRunner) -> None:
+    """A file the program writes in its working directory is not what a relative name means to the test code (or to
+    a module it loads lazily that reads a config file from the current directory)."""
+    program = "open('planted.cfg', 'w').write('passed')\ndef add(a, b):\n    return a + b\n"
+    probe = {"test_list": ["import os\nassert not os.path.exists('planted.cfg') and add(1, 2) == 3"]}
+    v = runner.verify(program, probe)
+    assert v.score == 1.0, v.details["tests"]
+
+
+@needs_bwrap
+def test_a_restarted_candidate_still_runs_in_its_work_dir(runner: CodeRunner) -> None:
+    """After a crash the new candidate process starts where the first one ran: its files are there."""
+    program = ("import os\nif not os.path.exists('state'):\n    open('state', 'w').write('1')\n"
+               "def add(a, b):\n    if a == 1:\n        os._exit(3)\n"
+               "    return a + b + int(open('state').read()) - 1\n")
+    v = runner.verify(program, ADD)
+    assert statuses(v) == ["error", "passed", "passed"], v.details["tests"]

@@ -524,7 +524,7 @@ class Candidate:
         self.proc = subprocess.Popen(
             [sys.executable, "-S", "-I", "-c", bootstrap],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            pass_fds=(req_r, rep_w), close_fds=True, start_new_session=False,
+            pass_fds=(req_r, rep_w), close_fds=True, start_new_session=False, cwd=CANDIDATE_DIR[0],
         )
         os.close(req_r)
         os.close(rep_w)
@@ -817,6 +817,7 @@ class _UnitScope:
 
 
 _HARNESS_SOURCE = ""
+CANDIDATE_DIR = ["."]  # the work dir the candidate runs in (the judge's own cwd is "/" once the candidate exists)
 
 
 def _no_dump() -> bool:
@@ -869,6 +870,10 @@ def judge_main() -> None:
     TRUSTED_MODULES.update((n, m) for n, m in sys.modules.items() if type(m) is type(sys) and n != "__main__")
     _HARNESS_SOURCE = _own_source()  # for restarts; read while no candidate exists to have touched the work dir
     spare = fork_candidate()  # before the job (tests, nonce) exists anywhere in this process's memory
+    # The judge leaves the work dir, which the candidate writes: nothing the tests or a module they load lazily
+    # reads by a relative name (a config file, a .pdbrc) can come from the candidate. Restarts start there.
+    CANDIDATE_DIR[0] = os.getcwd()
+    os.chdir("/")
     job = json_loads(_read_all(0))
     job["path"] = candidate_path
     devnull = os.open(os.devnull, os.O_RDWR)
