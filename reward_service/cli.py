@@ -9,7 +9,10 @@ import typer
 
 from reward_service.settings import load_settings
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Verifier and reward-model service for RL trainers.")
+# Plain help (click's layout, no rich panels): rich's option table cut long option names short at 80 columns and
+# labelled flags <bool> as if they took a value.
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  help="Verifier and reward-model service for RL trainers.")
 
 
 @app.command()

@@ -12,8 +12,9 @@ import typer
 
 from reward_service.settings import load_settings
 
-audit_app = typer.Typer(no_args_is_help=True, help="False-positive audits of a verifier (labelled data or probes), "
-                        "and diffs of two verifiers.")
+audit_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,  # plain help, as the main app (cli.py)
+                        help="False-positive audits of a verifier (labelled data or probes), and diffs of two "
+                        "verifiers.")
 
 
 def _run(kind: str, verifier: str, input_path: Path, out: Path, options: str, config: str | None,
@@ -84,7 +85,7 @@ def probes(
                                            "fit the verifier)."),
     per_family: int | None = typer.Option(None, "--per-family", min=1, help="Sample this many variants per "
                                              "family and reference."),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", help="Seed of the variants' sampling (--per-family)."),
     config: str | None = _CONFIG, workers: int = _WORKERS,
 ) -> None:
     """Rows {"reference"}: generate attacks per family and report each family's false-positive rate."""
@@ -108,7 +109,8 @@ def diff(
     against_options: str = typer.Option("{}", "--against-options", help="Options of --against as JSON."),
     response_field: str = typer.Option("response", help="Field holding the model output."),
     reference_field: str = typer.Option("reference", help="Field holding the reference."),
-    id_field: str = typer.Option("id", help="Row id shown in the report (default: the row's position)."),
+    id_field: str = typer.Option("id", help="Field holding the row id shown in the report (a row without it: its "
+                                 "position)."),
     chunk_size: int = typer.Option(256, min=1, help="Rows per chunk."),
     concurrency: int = typer.Option(4, min=1, help="Chunks in flight at once."),
     tail_chars: int = typer.Option(2000, min=1, help="Characters of each response's end kept in the outputs."),

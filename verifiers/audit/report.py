@@ -124,11 +124,14 @@ def _labelled_body(r: dict[str, Any]) -> str:
         out.append(f'<p class="ok">Rates stored in the calibration store as source '
                    f'<code>{escape(r["stored"]["source"])}</code>.</p>')
     out.append(f'<h2>Disagreements ({len(r["disagreements"])})</h2>')
-    out.append(_table(["#", "id", "kind", "status", "score", "reason", "response", "reference"], [
-        [_td(d["index"], "num"), _td(d["id"] or ""), _td(d["kind"], "bad"), _td(d["status"]), _td(d["score"], "num"),
-         _td(d["reason"]), _td(d["response"], pre=True), _td(d["reference"], pre=True)]
-        for d in r["disagreements"]
-    ]))
+    if not r["disagreements"]:  # a table of headers alone reads as a rendering fault
+        out.append('<p class="ok" id="no-disagreements">None: every scored verdict agrees with its label.</p>')
+    else:
+        out.append(_table(["#", "id", "kind", "status", "score", "reason", "response", "reference"], [
+            [_td(d["index"], "num"), _td(d["id"] or ""), _td(d["kind"], "bad"), _td(d["status"]),
+             _td(d["score"], "num"), _td(d["reason"]), _td(d["response"], pre=True), _td(d["reference"], pre=True)]
+            for d in r["disagreements"]
+        ]))
     if r["unscored"]:
         out.append(f'<h2>Without a score ({len(r["unscored"])})</h2>')
         out.append(_table(["#", "id", "status", "reason"], [
