@@ -9,6 +9,7 @@ never share one with it:
   nonce) before any candidate code exists, makes itself non-dumpable (no ptrace, no ``/proc/<pid>/mem`` or ``fd``
   for same-uid processes), and executes the test code itself;
 - the *candidate* runs in a child that never saw the tests or the nonce: the first one is forked before the judge
+  loads the reference's modules (their import-time state, such as numpy's global generator, is the tests') and
   reads its stdin (the sandbox hands stdin over without it ever passing through the interpreter's memory, see
   sandbox/launcher.py, so the fork copies nothing secret and skips interpreter start-up); a restart after a
   timeout or crash is started with ``exec`` (a fresh memory image). Its stdin/stdout/stderr are /dev/null, and it
@@ -865,15 +866,19 @@ def judge_main() -> None:
     hardened = _no_dump()
     candidate_path = list(sys.path)
     sys.path[:] = [p for p in sys.path if not _untrusted_path_entry(p)]
-    for name in sys.argv[1:]:  # modules the reference imports: loaded once, for the judge and the child
-        _preload(name)
-    TRUSTED_MODULES.update((n, m) for n, m in sys.modules.items() if type(m) is type(sys) and n != "__main__")
     _HARNESS_SOURCE = _own_source()  # for restarts; read while no candidate exists to have touched the work dir
-    spare = fork_candidate()  # before the job (tests, nonce) exists anywhere in this process's memory
+    # Before the job (tests, nonce) exists anywhere in this process's memory, and before the reference's modules are
+    # loaded: what they make at import is the tests' (numpy's global generator, seeded then and not reseeded in a
+    # forked child, would hand the program the "random" inputs and expected values its tests draw). The child runs
+    # nothing until the judge sends it the program, after the job is read.
+    spare = fork_candidate()
     # The judge leaves the work dir, which the candidate writes: nothing the tests or a module they load lazily
     # reads by a relative name (a config file, a .pdbrc) can come from the candidate. Restarts start there.
     CANDIDATE_DIR[0] = os.getcwd()
     os.chdir("/")
+    for name in sys.argv[1:]:  # modules the reference imports: loaded once, before any candidate code runs
+        _preload(name)
+    TRUSTED_MODULES.update((n, m) for n, m in sys.modules.items() if type(m) is type(sys) and n != "__main__")
     job = json_loads(_read_all(0))
     job["path"] = candidate_path
     devnull = os.open(os.devnull, os.O_RDWR)

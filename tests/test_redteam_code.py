@@ -1,0 +1,96 @@
+"""Attacks on the code harness by a policy that writes wrong programs, through the real bubblewrap sandbox and real
+HumanEval/MBPP references where one fits. Each test asserts the safe outcome: the wrong program scores below what
+it earns (usually 0), and nothing it does turns its score into a null (``error``/``unavailable``) verdict, which a
+trainer would drop instead of counting as a wrong answer."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.code_helpers import CodeRunner, humaneval, humaneval_reference, runner_fixture
+from verifiers.types import Status
+
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+
+runner = runner_fixture()
+
+ADD = {"test_list": ["assert add(1, 2) == 3", "assert add(2, 2) == 4", "assert add(-1, 3) == 2"]}
+
+
+def scored_zero(runner: CodeRunner, program: str, reference: dict[str, Any]) -> None:
+    v = runner.verify(program, reference)
+    assert v.status == Status.OK and v.score == 0.0, (v.status, v.reason, v.details.get("tests"))
+
+
+@pytest.fixture(scope="module")
+def he(shared_data: Path) -> dict[str, dict[str, Any]]:
+    return {t["task_id"]: t for t in humaneval(shared_data)}
+
+
+# ------------------------------------------------------------------------------- state the fork copies: RNG replay
+
+# HumanEval/38 and /50 draw the hidden plaintext from the module-level ``random``; the program's copy of the judge's
+# generator (the candidate is a fork) would replay it and return the plaintext without decoding anything.
+RANDOM_REPLAY = ("import random as _r\nimport string as _s\ndef {name}(s):\n"
+                 "    return ''.join(_r.choice(_s.ascii_lowercase) for _ in range(_r.randint(10, 20)))\n")
+
+
+@needs_bwrap
+@pytest.mark.parametrize("task", [("HumanEval/38", "decode_cyclic"), ("HumanEval/50", "decode_shift")])
+def test_replaying_the_judges_random_module_passes_nothing(runner: CodeRunner, he: dict, task: tuple[str, str]) -> None:
+    tid, name = task
+    scored_zero(runner, RANDOM_REPLAY.format(name=name), humaneval_reference(he[tid]))
+
+
+# The same with numpy's global generator, which (unlike ``random``) is not reseeded in a forked child: a reference
+# whose tests import numpy.random had the judge seed it before forking the candidate, so the program's copy drew the
+# same "hidden" plaintexts.
+SHIFT = "def encode(s):\n    return ''.join(chr((ord(c) - 97 + 5) % 26 + 97) for c in s)\n"
+NUMPY_DECODE = {
+    "test": "def check(candidate):\n    import numpy.random\n    import numpy as np\n    for _ in range(50):\n"
+            "        s = ''.join(chr(97 + int(i)) for i in np.random.randint(0, 26, size=12))\n"
+            "        assert candidate(encode(s)) == s\n",
+    "entry_point": "decode",
+    "prompt": SHIFT + "def decode(s):\n    \"\"\"Inverse of encode.\"\"\"\n",
+}
+NUMPY_REPLAY = ("import numpy as np\ndef decode(s):\n"
+                "    return ''.join(chr(97 + int(i)) for i in np.random.randint(0, 26, size=12))\n")
+
+
+@needs_bwrap
+def test_replaying_numpys_global_generator_passes_nothing(runner: CodeRunner) -> None:
+    pytest.importorskip("numpy")
+    scored_zero(runner, NUMPY_REPLAY, NUMPY_DECODE)
+    honest = "def decode(s):\n    return ''.join(chr((ord(c) - 97 - 5) % 26 + 97) for c in s)\n"
+    assert runner.verify(honest, NUMPY_DECODE).score == 1.0
+
+
+# ---------------------------------------------------------------------------------------------- signals to the judge
+
+def _signalling(body: str) -> str:
+    """A grandchild that outlives the candidate's restarts and signals the judge (the candidate's parent)."""
+    return ("import os, signal, time\n_judge = os.getppid()\nif os.fork() == 0:\n"
+            + "".join(f"    {line}\n" for line in body.splitlines())
+            + "    os._exit(0)\ndef add(a, b):\n    time.sleep(0.05)\n    return 0\n")
+
+
+SIGNALS = {
+    # KeyboardInterrupt raised anywhere in the judge, also outside the test code (its report loop): a traceback and
+    # exit status 1 would read as "the harness crashed" (a null verdict) instead of the program's 0
+    "SIGINT storm": "while True:\n    try:\n        os.kill(_judge, signal.SIGINT)\n    except OSError:\n"
+                    "        break\n    time.sleep(0.001)",
+    "SIGINT once": "time.sleep(0.02)\nos.kill(_judge, signal.SIGINT)",
+    # frozen past the tests' deadlines, then thawed: the deadlines are the judge's clock, not the program's
+    "SIGSTOP then SIGCONT": "os.kill(_judge, signal.SIGSTOP)\ntime.sleep(1.5)\nos.kill(_judge, signal.SIGCONT)",
+    "SIGTERM": "time.sleep(0.05)\nos.kill(_judge, signal.SIGTERM)",
+    "SIGCHLD storm": "for _ in range(20000):\n    os.kill(_judge, signal.SIGCHLD)",
+}
+
+
+@needs_bwrap
+@pytest.mark.parametrize("body", SIGNALS.values(), ids=SIGNALS.keys())
+def test_signals_to_the_judge_score_zero_never_null(runner: CodeRunner, body: str) -> None:
+    scored_zero(runner, _signalling(body), ADD)
