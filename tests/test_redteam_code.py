@@ -94,3 +94,30 @@ SIGNALS = {
 @pytest.mark.parametrize("body", SIGNALS.values(), ids=SIGNALS.keys())
 def test_signals_to_the_judge_score_zero_never_null(runner: CodeRunner, body: str) -> None:
     scored_zero(runner, _signalling(body), ADD)
+
+
+# ----------------------------------------------------------------------------- the plan: what counts as one test
+
+# A check that asserts through a helper it defines: the helper's ``def`` held the assert, so it was taken for a test
+# (one that passes by defining a function), while the calls that really test the program ran outside any test, and
+# their failure only marked the tests after them. A program returning 0 scored 1.0 and 2/2.
+NESTED_HELPER = {
+    "test": "def check(candidate):\n    def ok(x, want):\n        assert candidate(x) == want\n"
+            "    ok(1, 1)\n    ok(2, 4)\n    ok(3, 9)\n",
+    "entry_point": "square",
+}
+MIXED_HELPER = {
+    "test": "def _same(a, b):\n    assert a == b, (a, b)\n\ndef check(candidate):\n    assert candidate(0) == 0\n"
+            "    def ok(x, want):\n        _same(candidate(x), want)\n    ok(2, 4)\n    _same(candidate(3), 9)\n",
+    "entry_point": "square",
+}
+
+
+@needs_bwrap
+@pytest.mark.parametrize("reference", [NESTED_HELPER, MIXED_HELPER], ids=["nested helper", "mixed helpers"])
+def test_asserting_through_helpers_gives_no_free_tests(runner: CodeRunner, reference: dict[str, Any]) -> None:
+    wrong = runner.verify("def square(x):\n    return 0\n", reference)
+    assert wrong.status == Status.OK and wrong.score < 0.5, wrong.details["tests"]
+    assert all(not t["name"].startswith("def ") for t in wrong.details["tests"]), wrong.details["tests"]
+    right = runner.verify("def square(x):\n    return x * x\n", reference)
+    assert right.score == 1.0, right.details["tests"]

@@ -61,11 +61,43 @@ class _ExplainEq(ast.NodeTransformer):
         return node  # nested helpers keep their asserts untouched
 
 
-def _is_test(stmt: ast.stmt) -> bool:
-    """A statement that asserts something about the candidate (``assert True`` is not a test)."""
-    if isinstance(stmt, ast.Assert) and isinstance(stmt.test, ast.Constant):
-        return False
-    return any(isinstance(node, ast.Assert) for node in ast.walk(stmt))
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
+def _walk_here(node: ast.AST) -> list[ast.AST]:
+    """The nodes that run when ``node`` runs: nested function, class and lambda bodies run only when called."""
+    found: list[ast.AST] = []
+    todo = [node]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo.extend(child for child in ast.iter_child_nodes(current)
+                    if not (isinstance(child, _DEFINITIONS) and current is not child))
+    return found
+
+
+def _asserting_helpers(module: ast.Module) -> set[str]:
+    """Names of the test module's functions (at any depth) that assert, directly or through another such function."""
+    functions = [n for n in ast.walk(module) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    helpers: set[str] = set()
+    while True:
+        more = {f.name for f in functions if f.name not in helpers and _asserts(f.body, helpers)}
+        if not more:
+            return helpers
+        helpers |= more
+
+
+def _asserts(body: list[ast.stmt], helpers: set[str]) -> bool:
+    return any(isinstance(node, ast.Assert) and not (isinstance(node.test, ast.Constant) and node.test.value)
+               or isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in helpers
+               for stmt in body for node in _walk_here(stmt))
+
+
+def _is_test(stmt: ast.stmt, helpers: set[str]) -> bool:
+    """A statement that asserts something about the candidate when it runs, itself or through a helper of the test
+    module that asserts (``assert True`` is not a test). Defining a helper is not: its asserts run where it is
+    called, and a ``def`` taken for a test would pass by defining a function while the calls ran outside any test."""
+    return not isinstance(stmt, _DEFINITIONS) and _asserts([stmt], helpers)
 
 
 def _unit(index: int, body: list[ast.stmt]) -> ast.With:
@@ -161,8 +193,9 @@ def _function_plan(ref: dict[str, Any]) -> tuple[str, list[str], str]:
         raise InvalidReference("'test' must define check(candidate)")
     names: list[str] = []
     body: list[ast.stmt] = []
+    helpers = _asserting_helpers(module) - {"check"}
     for stmt in check.body:
-        if _is_test(stmt):
+        if _is_test(stmt, helpers):
             body.append(_unit(len(names), [stmt]))
             names.append(_label(stmt))
         else:
