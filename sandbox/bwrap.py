@@ -1,17 +1,19 @@
 """The default backend: bubblewrap namespaces + rlimits + seccomp + a memory cgroup, with a warm pool of pre-started
 sandboxes.
 
-Isolation model (docs/sandbox.md): every run gets its own pid, net, mount, ipc, uts and user namespaces; the
-system is visible read-only and only through an allow-list of directories (the interpreter and toolchains outside
-the system directories are bound at neutral paths under /.sandbox/host, so no host layout shows); /etc holds only
-what the loader needs and a passwd of its own; the run's writable storage is one tmpfs of the request's ``disk_mb``
-behind /work, /tmp and /dev/shm; the environment is cleared. When the service runs as root, bwrap runs privileged
-and the supervisor drops to a uid of its own per sandbox (so RLIMIT_NPROC counts only that sandbox's processes and
-no file owned by root is readable). The supervisor is the namespace's pid 1: the host kills it (through a pidfd,
-since bwrap cannot signal another uid) and bwrap, and its death takes every process the program started, setsid
-or not. Programs run with no capabilities, no_new_privs and the filter of
-``sandbox.seccomp``; where the host has a memory cgroup hierarchy, each sandbox gets its own group whose limit
-counts everything the run holds in RAM.
+Isolation model (docs/sandbox.md): a sandbox has its own uts and user namespaces, and each run of it gets pid,
+network, mount and IPC namespaces of its own, from a run manager forked by a supervisor that never reads a job
+(sandbox/launcher.py; a sandbox serves up to ``reuse_runs`` runs); the system is visible read-only and only through
+an allow-list of directories (the interpreter and toolchains outside the system directories are bound at neutral
+paths under /.sandbox/host, so no host layout shows); /etc holds only what the loader needs and a passwd of its
+own; the run's writable storage is one tmpfs of the request's ``disk_mb`` behind /work, /tmp and /dev/shm; the
+environment is cleared. When the service runs as root, bwrap runs privileged and the supervisor drops to a uid of
+its own per sandbox (so RLIMIT_NPROC counts only that sandbox's processes and no file owned by root is readable).
+The supervisor is the namespace's pid 1: the host kills it (through a pidfd, since bwrap cannot signal another uid)
+and bwrap, and its death takes every process the program started, setsid or not. The host hands a sandbox its next
+job only after the supervisor's word that the last run's manager is gone and nothing of it is left ("Z").
+Programs run with no capabilities, no_new_privs and the filter of ``sandbox.seccomp``; where the host has a memory
+cgroup hierarchy, each sandbox gets its own group whose limit counts everything the run holds in RAM.
 """
 from __future__ import annotations
 
@@ -250,7 +252,7 @@ class _Sandbox:
         self.oom_seen = 0  # the memory cgroup's OOM kills already accounted for (earlier runs and cases)
         self.runs_left = runs_left
         self.held_base = 0  # what the idle supervisor holds in its memory cgroup (MemoryGroup.held_bytes)
-        # True only after a run that ended with the supervisor's report saying it cleaned up after it
+        # True only after a run whose manager reported and exited, and the supervisor said nothing of it is left
         self.reusable = False
 
     def find_supervisor(self) -> None:
@@ -329,7 +331,10 @@ class BwrapBackend:
             c.bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
             *([] if self._privileged else ["--unshare-user"]),
             "--die-with-parent", "--new-session", "--as-pid-1", "--clearenv", "--hostname", "sandbox",
-            *(["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"] if self._privileged else []),
+            # CAP_SYS_ADMIN only for the supervisor's first steps, as root in bwrap's mount namespace: it unmounts
+            # what bwrap binds over parts of /proc (launcher._uncover_proc), then drops every capability with its uid
+            *(["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SYS_ADMIN"]
+              if self._privileged else []),
             *_mount_args([*SYSTEM_PATHS, *extra], mapped, etc_binds),
             "--perms", "0755", "--dir", "/.sandbox", "--ro-bind", launcher, launcher_inside,
             "--proc", "/proc", "--dev", "/dev",
@@ -365,9 +370,9 @@ class BwrapBackend:
             "memory": (self._cgroups.mechanism + ": memory_mb + disk_mb per run, counting memfd, shm and tmpfs"
                        if self._cgroups else f"rlimits only, memfd refused (no memory cgroup: {self._cgroup_reason})"),
             "disk": "one tmpfs of disk_mb per run behind /work, /tmp and /dev/shm",
-            "network": "none (own network namespace)",
-            "reuse": (f"a sandbox serves up to {self.config.reuse_runs} runs, each in its own mount and IPC namespaces "
-                      "and tmpfs, with every process of the previous run killed first"),
+            "network": "none (a network namespace of each run's own, with only loopback)",
+            "reuse": (f"a sandbox serves up to {self.config.reuse_runs} runs, each in its own pid, network, mount and "
+                      "IPC namespaces and tmpfs, served by a manager forked from a supervisor that never reads a job"),
             "last_error": self.last_error,
         }
 
@@ -589,7 +594,7 @@ class BwrapBackend:
         return box
 
     async def _give_back(self, box: _Sandbox) -> None:
-        """After a run: back to the pool if the supervisor cleaned up after it and the pool has room, else gone."""
+        """After a run: back to the pool if nothing of the run is left and the pool has room, else gone."""
         if box.runs_left > 0:
             self._busy_reusable -= 1
         if (box.reusable and box.runs_left > 0 and not self._closed
@@ -604,8 +609,9 @@ class BwrapBackend:
 
     def _job(self, request: RunRequest, lang: ResolvedLanguage, limits: Limits, files: list[tuple[str, int]],
              cases: list[int]) -> dict[str, object]:
-        """What the supervisor needs to know of a run: names, sizes, commands and limits. The files' contents and
-        the stdin follow it raw (see ``_run``), so the supervisor never holds them in its memory."""
+        """What the run manager needs to know of a run: names, sizes, commands and limits. The files' contents,
+        the stdin and what to collect follow it raw (see ``_run``): the manager holds them in its memory only when it
+        must, or never."""
         c = self.config
         spec = lang.spec
         src = spec.file_for(request.code)
@@ -621,7 +627,10 @@ class BwrapBackend:
             "payload_bytes": sum(size for _, size in files),
             "source_file": src,
             "stdin_bytes": sum(cases),
-            "cases": cases,  # each case's share of stdin (bytes), in order; a single run is one case
+            # each case's share of stdin follows the stdin as 8 bytes: read as the case starts, so no case's program
+            # finds those of later cases in its memory; a single run is one case
+            "case_count": len(cases),
+            "sizes_bytes": 8 * len(cases),
             "batch_budget_s": c.batch_budget_s,
             "env": {**self._env, **dict(spec.env)},
             "limits": lim,
@@ -661,11 +670,16 @@ class BwrapBackend:
         encoded = [(name, text.encode()) for name, text in contents.items()]
         args = b"\0".join(a.encode("utf-8", "surrogateescape") for a in request.args)
         job = self._job(request, lang, limits, [(name, len(data)) for name, data in encoded], [len(i) for i in inputs])
-        job.update(args_bytes=len(args), args_count=len(request.args))
+        # every collect* entry is read only once every process of the run is dead (the program is a fork of the
+        # process that reads the job: what it will not run with, it does not find in its memory)
+        late = marshal.dumps({key: job.pop(key) for key in [k for k in job if k.startswith("collect")]})
+        job.update(args_bytes=len(args), args_count=len(request.args), late_bytes=len(late))
         data = marshal.dumps(job)  # the supervisor is this interpreter: its format, and no imports to read it
-        # the files' contents, the arguments and the stdin raw, behind the job: the supervisor moves them into memfds
-        # (_into_memfd), so its own memory (which later programs inherit) never holds them
-        payload = b"".join([len(data).to_bytes(8, "little"), data, *(d for _, d in encoded), args, *inputs])
+        # the files' contents, the arguments, the stdin, the cases' sizes and the late entries raw, behind the job:
+        # the run manager moves them into memfds (_into_memfd), so its memory never holds them before it must
+        sizes = b"".join(len(i).to_bytes(8, "little") for i in inputs)
+        payload = b"".join([len(data).to_bytes(8, "little"), data, *(d for _, d in encoded), args, *inputs, sizes,
+                            late])
         cases: list[RunResult] | None = None if stdins is None else []
         marks: dict[str, float] = {"admitted": time.perf_counter()}
         async with self._slots.hold(run_source.get() or object(), run_client.get()):
@@ -707,10 +721,11 @@ class BwrapBackend:
 
     async def _execute(self, box: _Sandbox, job: bytes, limits: Limits, compiled: bool,
                        marks: dict[str, float] | None = None, cases: list[RunResult] | None = None) -> RunResult:
-        """Hand the job over and read the supervisor's frames until its report ("D"). In batch mode (``cases``)
-        each case's result is appended to ``cases`` as its header arrives. The supervisor keeps each case's wall
-        clock; the host keeps a backstop (the compile budget, then the run's clock and a grace) and destroys a
-        sandbox that overruns it, or whose supervisor did not say it cleaned up after the run."""
+        """Hand the job over and read the frames of the run's manager until its report ("D"), then the
+        supervisor's end of the run ("Z"). In batch mode (``cases``) each case's result is appended to ``cases`` as
+        its header arrives. The manager keeps each case's wall clock; the host keeps a backstop (the compile budget,
+        then the run's clock and a grace) and destroys a sandbox that overruns it, or whose supervisor did not say,
+        once the manager was gone, that the sandbox can serve another run."""
         marks = {} if marks is None else marks
         loop = asyncio.get_running_loop()
         backstop = limits.wall_s + 2.0 if cases is None else self.config.batch_budget_s + limits.wall_s + 5.0
@@ -758,16 +773,17 @@ class BwrapBackend:
                         got.compile_output = data.decode("utf-8", "replace")
                     elif kind == b"F":
                         got.collected(data, limits.output_bytes)
-                    else:  # "D", the report; or b"" (the supervisor is gone) or a frame it never sends
-                        if kind == b"D":
-                            marks["reported"] = time.perf_counter()
-                            got.report = json.loads(data)
-                            _supervisor_marks(got.report, marks)
+                    elif kind == b"D" and got.report is None:
+                        marks["reported"] = time.perf_counter()
+                        got.report = json.loads(data)
+                        _supervisor_marks(got.report, marks)
+                    else:  # "Z", the run is over: its data says why the sandbox must go, if so; or b"" (the
+                        # supervisor is gone) or a frame that never comes here
+                        got.clean = kind == b"Z" and not data and got.report is not None
                         break
         except TimeoutError:
             timed_out = True
-        box.reusable = (got.report is not None and got.report.get("reusable") is True and not timed_out
-                        and await self._holds_nothing(box))
+        box.reusable = got.clean and not timed_out and await self._holds_nothing(box)
         if not box.reusable:
             box.kill()  # whatever is left of the run dies with its supervisor
         marks["collected"] = time.perf_counter()
@@ -798,12 +814,12 @@ class BwrapBackend:
         if batch and report is not None:
             return RunResult(RunStatus.OK, wall_ms=wall_ms, compile_output=got.compile_output)
         if timed_out or oom_killed:
-            # the program's case never ended: the backstop fired, or the memory cgroup's OOM killer took the
-            # supervisor along with it
+            # the program's case never ended: the backstop fired, or the memory cgroup's OOM killer took the run's
+            # manager along with it
             return _classified({}, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), False, wall_ms,
                                limits, timed_out=timed_out, oom_killed=oom_killed, cgroup_mb=cgroup_mb)
-        # The supervisor (the sandbox's pid 1, which the program cannot signal) died before reporting: that is the
-        # sandbox failing, never the program's verdict.
+        # The run's manager (pid 1 of the run's pid namespace, which the program cannot signal) or the supervisor
+        # died before reporting: that is the sandbox failing, never the program's verdict.
         return RunResult(RunStatus.SANDBOX_ERROR, wall_ms=wall_ms,
                          reason="the sandbox's supervisor exited without a report")
 
@@ -853,6 +869,7 @@ class _Frames:
     """What the supervisor reported of one run besides its output."""
 
     report: _Report | None = None
+    clean: bool = False  # the supervisor said the sandbox can serve another run
     single: RunResult | None = None  # a single run's program outcome (its one case)
     compile_output: str = ""
     files: dict[str, str] = field(default_factory=dict)

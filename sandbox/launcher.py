@@ -2,26 +2,37 @@
 
 Stdlib only and standalone: it is executed as a file inside the sandbox, never imported by the host. It starts,
 drops to an unprivileged uid, enters a user and mount namespace of its own, makes itself non-dumpable (nothing a
-program does can reach it through /proc), seals its root and /dev read-only, announces itself on the result fd and
-serves jobs from its stdin, one after another, until the host closes it. Namespace set-up and interpreter start-up
-happen before any job exists, once per many runs.
+program does can reach it through /proc) and seals its root and /dev read-only. Namespace set-up and interpreter
+start-up happen before any job exists, once per many runs.
 
-Each run: the job (names, sizes, commands, limits; marshal) is read here, the files' contents and the stdin behind
-it are spliced into memfds. The run gets mount and IPC namespaces of its own with one tmpfs of the job's ``disk_mb``
-(seen at /work, /tmp and /dev/shm), the files are copied into it kernel to kernel, the compile step runs if the
-language has one, then the program once per case (a single run is one case) with no capabilities, rlimits and the
-host's seccomp filter. Python programs run in a forked child of this interpreter (which never ran anyone's code
-and never holds a run's data), so they skip interpreter start-up. After the run every process is killed and reaped,
-the supervisor returns to its sealed base namespace (the run's namespaces, files and IPC objects are freed) and
-reports whether it cleaned up: the host reuses the sandbox only then.
+Then pid 1 hands over to the supervisor proper, pid 1 of a pid namespace that our user namespace owns (so that it
+may unshare a pid namespace for each run and return to its own: one fork per run), and waits for it. The
+supervisor never reads a job: a program that is a fork of it (inline Python) would find an earlier run's job in its
+memory. For each run it forks a *run manager* from its clean memory, pid 1 of a pid namespace of the run's own. The
+manager unshares the run's mount, IPC and network namespaces (a /proc and a devpts instance of its own, loopback
+up), then reads the job from stdin: names,
+sizes, commands and limits (marshal); the files' contents, arguments, stdin and the names to collect are spliced
+into memfds behind it. It mounts one tmpfs of the job's ``disk_mb`` (seen at /work, /tmp and /dev/shm), copies the
+files into it kernel to kernel, runs the compile step if the language has one, then the program once per case (a
+single run is one case) with no capabilities, rlimits and the host's seccomp filter. Python programs run in a
+forked child of the manager (which holds nothing but this run's job), so they skip interpreter start-up. After the
+last case the manager kills every process of the run, reads the names to collect, sends the files and its report,
+and exits: every namespace of the run dies with it. The supervisor reaps it, checks that nothing is alive and its
+own limits are as they were, forks the next manager (which makes its namespaces and waits for the next job) and says
+whether the sandbox can serve another run. Where the first manager cannot make its namespaces, pid 1 serves one run
+itself, and the sandbox is replaced after it.
 
-Everything on the result fd is a frame: one byte of kind, a 4-byte little-endian length, the data. Kinds: R ready
-(data: why this sandbox can serve one run only, if so), c compiler output, C program starting (the host may answer
-G on stdin, after lowering the memory limit), O and E a chunk of a case's stdout and stderr, H a case's header
-(JSON), F a collected file (name length, name, contents), D the run's report (JSON).
+Everything on the result fd is a frame: one byte of kind, a 4-byte little-endian length, the data. Kinds, from the
+run manager: R ready (the first manager, once its namespaces are made; data: why this sandbox can serve one run
+only, if so), c compiler output, C program starting (the host may answer G on stdin, after lowering the memory
+limit), O and E a chunk of a case's stdout and stderr, H a case's header (JSON), F a collected file (name length,
+name, contents), D the run's report (JSON); then from the supervisor, after the manager exited: Z, the run is over
+(data: why the sandbox must not be reused, or nothing). The supervisor writes only once the manager has exited
+having sent its report, so frames never interleave; a manager that died otherwise leaves the supervisor silent, and
+the sandbox ends.
 
-As pid 1 of the sandbox's pid namespace the supervisor cannot be killed from inside (``kill -9 -1`` spares it), and
-it reaps every orphan the program leaves.
+As pid 1 of the run's pid namespace the manager cannot be killed from inside (``kill -9 -1`` spares it), it reaps
+every orphan the program leaves, and its exit takes every process of the run with it.
 """
 import _ctypes
 import marshal
@@ -39,6 +50,8 @@ if TYPE_CHECKING:
     from typing import Any
 
     Job = dict[str, Any]  # the host's job (sandbox/bwrap.py builds it), trusted
+    # what an inline Python program keeps of it: its path, argv, environment, extra sys.path, precompiled code
+    Program = tuple[str, list[str], dict[str, str], list[str], bytes]
     # what _json writes: the report and each case's header
     Json = None | bool | int | float | str | Mapping[str, "Json"] | Sequence["Json"]
     _IntData = _ctypes._SimpleCData[int]
@@ -67,8 +80,16 @@ _MOUNT_FLAGS = {b"nosuid": MS_NOSUID, b"nodev": MS_NODEV, b"noexec": MS_NOEXEC, 
                 b"nodiratime": MS_NODIRATIME, b"relatime": MS_RELATIME, b"strictatime": MS_STRICTATIME}
 MNT_DETACH = 2
 CLONE_NEWIPC = 0x08000000
-FLUSH_S = 0.01  # a case's output waits at most this long in the supervisor before it leaves as a frame
-CHILD_WAKE = (-1, -1)  # a pipe SIGCHLD writes to (signal.set_wakeup_fd): the supervisor wakes to reap an orphan
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 1
+FLUSH_S = 0.01  # a case's output waits at most this long in the run manager before it leaves as a frame
+CHILD_WAKE = (-1, -1)  # a pipe SIGCHLD writes to (signal.set_wakeup_fd): the run manager wakes to reap an orphan
+# How a run manager ends (its exit status), which tells the supervisor what the result fd holds: its report, the
+# last frame of the run, and the sandbox may serve another (DONE) or not (DIRTY); no job came (NO_JOB: the host
+# closed stdin); the run's namespaces could not be made, and nothing was sent or read (UNSHARED).
+DONE, DIRTY, NO_JOB, UNSHARED = 0, 3, 4, 5
+OWN_PROCESSES = 1  # processes of ours (the sandbox's uid) alive while a program runs: RLIMIT_NPROC counts them too
 HEAD = 5  # a frame's header on the result fd: its kind (one byte), then its length (4 bytes, little-endian)
 
 
@@ -145,12 +166,7 @@ def _enter_namespaces(uid: int | None, gid: int | None) -> str:
     # The project-id map may be written once, by any member of the namespace and without a capability: filled
     # here, no run can leave numbers of its choice in it for the next (it needs our /proc files, so before we
     # become non-dumpable below)
-    single = ""
-    try:
-        with open("/proc/self/projid_map", "w") as f:
-            f.write("0 0 4294967295")
-    except OSError as exc:
-        single = f"cannot set the project-id map: {exc.strerror or exc}"
+    single = _fill_projid_map()
     # Credential changes (the uid, the new namespace's capabilities) cleared the parent-death signal bwrap set; set it
     # again. It only takes effect where bwrap may signal us (same uid); when we run under a uid of our own, bwrap holds
     # no CAP_KILL and the host kills us itself, through a pidfd (sandbox/bwrap.py).
@@ -159,6 +175,27 @@ def _enter_namespaces(uid: int | None, gid: int | None) -> str:
     libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
     _check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make mounts private")
     return single
+
+
+def _fill_projid_map() -> str:
+    """Map every project id of the parent user namespace; returns why it cannot, or ""."""
+    try:
+        with open("/proc/self/projid_map", "w") as f:
+            f.write("0 0 4294967295")
+    except OSError as exc:
+        return f"cannot set the project-id map: {exc.strerror or exc}"
+    return ""
+
+
+def _uncover_proc() -> None:
+    """Unmount what bwrap, run as root, binds read-only over parts of /proc (/proc/irq, /proc/bus): our user
+    namespace would lock them, and the kernel lets a user namespace mount a proc (each run needs its own) only while
+    every proc it can see is fully visible. Root's alone to write anyway. Done before the uid is dropped, with the
+    CAP_SYS_ADMIN bwrap leaves the supervisor for this; where it cannot be done, a run's /proc cannot be mounted, and
+    the sandbox serves one run only (``_fall_back``)."""
+    for point, _ in reversed(_mount_points()):
+        if point.startswith(b"/proc/"):
+            libc.umount2(point, MNT_DETACH)
 
 
 def _mount_points() -> "list[tuple[bytes, bytes]]":
@@ -192,11 +229,41 @@ def _seal_base() -> str:
     return ""
 
 
+def _run_namespaces(fresh_pid: bool = True) -> None:
+    """Mount, IPC and network namespaces of the run's own, which die with the run manager and with them every file,
+    shared memory segment, message queue, socket, port and counter or cache of the network stack the run left.
+    ``fresh_pid``: this process is pid 1 of a pid namespace of the run's own, which gets its own /proc. The run also
+    gets a devpts instance of its own: a pty's use moves the times of the ptmx node it came from."""
+    _check(libc.unshare(CLONE_NEWNS | CLONE_NEWIPC | (CLONE_NEWNET if fresh_pid else 0)),
+           "unshare the run's namespaces")
+    if not fresh_pid:
+        return
+    _check(libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None), "mount the run's /proc")
+    _check(libc.mount(b"devpts", b"/dev/pts", b"devpts", MS_RDONLY | MS_NOSUID | MS_NOEXEC,
+                      b"newinstance,ptmxmode=0666,mode=620"), "mount the run's devpts")  # read-only, as the base
+    _loopback_up()
+
+
+def _loopback_up() -> None:
+    """Bring up the new network namespace's loopback (the kernel gives it 127.0.0.1 and ::1): a program that talks to
+    itself over 127.0.0.1 works as anywhere else. SIOCSIFFLAGS on any socket of the namespace; no import needed."""
+    fd = libc.socket(2, 2 | os.O_CLOEXEC, 0)  # AF_INET, SOCK_DGRAM
+    if fd < 0:
+        raise SetupError(f"socket: {os.strerror(_ctypes.get_errno())}")
+    try:
+        name = b"lo".ljust(16, b"\0")  # struct ifreq: the name, then a union of 24 bytes (the flags first)
+        request = _buffer(name + bytes(24))
+        _check(libc.ioctl(fd, SIOCGIFFLAGS, request), "read the loopback's flags")
+        flags = int.from_bytes(bytes(memoryview(request))[16:18], sys.byteorder) | IFF_UP
+        _check(libc.ioctl(fd, SIOCSIFFLAGS, _buffer(name + flags.to_bytes(2, sys.byteorder) + bytes(22))),
+               "bring the loopback up")
+    finally:
+        os.close(fd)
+
+
 def _mount_storage(disk_bytes: int, inodes: int) -> None:
-    """A mount and IPC namespace of the run's own, with one tmpfs of the job's size behind /work, /tmp and /dev/shm
-    (every writable place shares ``disk_mb``). Both namespaces die with the run, and with them every file, shared
-    memory segment and message queue it made: the next run in this sandbox starts from the sealed base again."""
-    _check(libc.unshare(CLONE_NEWNS | CLONE_NEWIPC), "unshare the run's mount and IPC namespaces")
+    """One tmpfs of the job's size behind /work, /tmp and /dev/shm (every writable place shares ``disk_mb``), in the
+    run's mount namespace: the next run in this sandbox starts from the sealed base again."""
     flags = MS_NOSUID | MS_NODEV
     opts = f"size={disk_bytes},nr_inodes={inodes},mode=0755".encode()
     _check(libc.mount(b"tmpfs", STAGING.encode(), b"tmpfs", flags, opts), "mount the run's tmpfs")
@@ -217,13 +284,13 @@ def _rlimits() -> "list[tuple[int, int]]":
     return [resource.getrlimit(getattr(resource, name)) for name in sorted(dir(resource)) if name.startswith("RLIMIT_")]
 
 
-def _sockets_left() -> str:
-    """What of the run's sockets is still in the sandbox's network namespace after every process of it is dead, in
-    words, or "". Sockets passed in an SCM_RIGHTS message nobody receives belong to no process: only the kernel's
-    unix-socket collector frees them, and it runs when some unix socket is released, so this releases one first. A
-    listener, a TIME_WAIT port or a socket armed to signal would otherwise meet the next run. /proc/net/sockstat
-    counts the namespace's sockets (the supervisor holds none) and its TIME_WAIT ports; reading the tables of
-    /proc/net/tcp instead costs milliseconds."""
+def _in_flight() -> str:
+    """What is left of the run's sockets after every process of it is dead, in words, or "". A socket passed in an
+    SCM_RIGHTS message that nobody receives belongs to no process, and neither does what it carries: descriptors that
+    hold a lock on a base file (flock, OFD locks), which the next run would find taken, or memory. Only the kernel's
+    unix-socket collector frees them, and it runs when some unix socket is released, so this releases one first, then
+    reads the run's network namespace's count of sockets in /proc/net/sockstat (the manager holds none). Ports,
+    listeners and TIME_WAIT die with the namespace."""
     import _socket
 
     for end in _socket.socketpair():
@@ -236,20 +303,11 @@ def _sockets_left() -> str:
         except OSError:
             return ""  # no such file on this host: nothing to check by
         used = stat[stat.index(b"used") + 1] if b"used" in stat else b"0"
-        waiting = stat[stat.index(b"tw") + 1] if b"tw" in stat else b"0"
-        if used == b"0" and waiting == b"0":
+        if used == b"0":
             return ""
         if time.monotonic() >= deadline:
-            return f"{used.decode()} sockets, {waiting.decode()} TCP ports in TIME_WAIT"
+            return f"{used.decode()} sockets in flight"
         time.sleep(0.005)
-
-
-def _leave_run(base_mounts: int) -> None:
-    """Back to the sealed base mount namespace and into a fresh, empty IPC namespace: the run's namespaces (its
-    tmpfs, its IPC objects) have no member left and are freed."""
-    _check(libc.setns(base_mounts, CLONE_NEWNS), "return to the base mount namespace")
-    _check(libc.unshare(CLONE_NEWIPC), "leave the run's IPC namespace")
-    os.chdir("/")
 
 
 def _drop_capabilities() -> None:
@@ -290,7 +348,8 @@ def _set_limits(lim: "dict[str, Any]") -> None:
         cap(resource.RLIMIT_AS, lim["memory_mb"] << 20)
     elif lim.get("memory_rlimit") == "data":
         cap(resource.RLIMIT_DATA, lim["memory_mb"] << 20)
-    cap(resource.RLIMIT_NPROC, lim["processes"])
+    # the uid's processes: ours count too (pid 1 alone once served every run, and programs had what was left)
+    cap(resource.RLIMIT_NPROC, lim["processes"] + OWN_PROCESSES - 1)
     cap(resource.RLIMIT_FSIZE, lim["file_size_mb"] << 20)
     cap(resource.RLIMIT_NOFILE, lim["open_files"])
     cap(resource.RLIMIT_CORE, 0)
@@ -299,15 +358,15 @@ def _set_limits(lim: "dict[str, Any]") -> None:
 
 def _confine_child(job: "Job", limits: "dict[str, Any]") -> None:
     """Everything a child gets before its first instruction of tool or program code: a session and process group
-    of its own (so nothing armed to signal the supervisor's group, such as an O_ASYNC owner, reaches it), no
-    capabilities (the supervisor keeps its own, for the next run's mounts), the run's rlimits, default signal
-    dispositions and the host's seccomp filter."""
+    of its own (so nothing armed to signal the run manager's group, such as an O_ASYNC owner, reaches it), no
+    capabilities (the manager keeps its own, for the run's mounts), the run's rlimits, default signal dispositions
+    and the host's seccomp filter."""
     os.setsid()
     _drop_capabilities()
     _set_limits(limits)
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_DFL)  # the supervisor ignores it; an ignored signal survives exec
-    signal.set_wakeup_fd(-1)  # the supervisor's own SIGCHLD wake-up (an inline Python program never execs)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # the manager ignores it; an ignored signal survives exec
+    signal.set_wakeup_fd(-1)  # the manager's own SIGCHLD wake-up (an inline Python program never execs)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     _install_seccomp(bytes.fromhex(job.get("seccomp", "")))
 
@@ -325,7 +384,7 @@ def _send(kind: bytes, data: bytes = b"") -> None:
 
 def _copy(out_fd: int, in_fd: int, offset: int, size: int, buf: bytearray) -> int:
     """``size`` bytes of ``in_fd`` from ``offset`` to ``out_fd``, in the kernel (sendfile) where it can; else through
-    ``buf``, which the supervisor wipes after every run. Returns the bytes copied (fewer at end of file)."""
+    ``buf``, which dies with the run manager. Returns the bytes copied (fewer at end of file)."""
     done = 0
     try:
         while done < size:
@@ -348,9 +407,9 @@ def _copy(out_fd: int, in_fd: int, offset: int, size: int, buf: bytearray) -> in
 
 
 def _into_memfd(fd: int, size: int, name: str, buf: bytearray) -> int:
-    """Move ``size`` bytes of the job pipe into a memfd in the kernel (splice): the job's files and stdin never pass
-    through this interpreter's memory, so no process forked from it later (an inline Python program of a later run,
-    and whatever that forks) finds a stale copy of another run's data."""
+    """Move ``size`` bytes of the job pipe into a memfd in the kernel (splice): the job's files, arguments, stdin and
+    the names to collect never pass through this interpreter's memory, so a program forked from it (inline Python,
+    and whatever that forks) finds none of them there but what it reads itself."""
     memfd = os.memfd_create(name, os.MFD_CLOEXEC)
     left = size
     try:
@@ -359,7 +418,7 @@ def _into_memfd(fd: int, size: int, name: str, buf: bytearray) -> int:
             if moved == 0:
                 raise SetupError("the host closed the job pipe before the whole job arrived")
             left -= moved
-    except OSError:  # no splice from this pipe: copy through the run's buffer, wiped after the run
+    except OSError:  # no splice from this pipe: copy through the run's buffer
         view = memoryview(buf)
         while left > 0:
             n = os.readv(fd, [view[:min(left, len(view))]])
@@ -392,9 +451,9 @@ def _status(st: int) -> tuple[int | None, int | None]:
 
 
 def _kill_all() -> bool:
-    """Kill and reap every process of the sandbox but us (its pid 1: ``kill(-1)`` spares the caller): nothing a run
-    started outlives it. False if some process could not be killed within a second (the host then destroys this
-    sandbox instead of reusing it)."""
+    """Kill and reap every process of our pid namespace but us (its pid 1: ``kill(-1)`` spares the caller): nothing
+    a run started outlives it. False if some process could not be killed within a second (the host then destroys
+    this sandbox instead of reusing it)."""
     deadline = time.monotonic() + 1.0
     while time.monotonic() < deadline:
         try:
@@ -467,7 +526,7 @@ def _compile(job: "Job", buf: bytearray) -> tuple[bool, int, int | None, int | N
     return code == 0, size, code, sig
 
 
-def _run_python_here(job: "Job") -> None:
+def _run_python_here(program: "Program") -> None:
     """In the forked child: behave like ``python main.py`` without starting a new interpreter."""
     import _sitebuiltins
     import builtins
@@ -475,13 +534,13 @@ def _run_python_here(job: "Job") -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C is KeyboardInterrupt, as in a fresh python
     builtins.exit = _sitebuiltins.Quitter("exit", "Ctrl-D (i.e. EOF)")
     builtins.quit = _sitebuiltins.Quitter("quit", "Ctrl-D (i.e. EOF)")
-    path = os.path.join(WORK, job["source_file"])
-    sys.argv = [path, *job["args"]]
-    sys.path[:] = [WORK, *[p for p in sys.path if p], *job.get("python_path", [])]
+    path, argv, env, python_path, code_object = program
+    sys.argv = [path, *argv]
+    sys.path[:] = [WORK, *[p for p in sys.path if p], *python_path]
     os.environ.clear()
-    os.environ.update(job["env"])
-    if job.get("code_object"):  # a trusted program the host compiled once (RunRequest.precompiled)
-        code = marshal.loads(job["code_object"])
+    os.environ.update(env)
+    if code_object:  # a trusted program the host compiled once (RunRequest.precompiled)
+        code = marshal.loads(code_object)
     else:
         with open(path, "rb") as f:
             code = compile(f.read(), path, "exec")
@@ -492,16 +551,18 @@ def _run_python_here(job: "Job") -> None:
     exec(code, main.__dict__)  # noqa: S102 - the program this sandbox exists to run
 
 
-def _start_program(job: "Job", stdin_fd: int, outputs: tuple[int, int], args_fd: int) -> int:
-    """Fork the program, its stdout and stderr on ``outputs`` (pipes the supervisor reads and frames). The child
-    reads its arguments from ``args_fd``: they never pass through the supervisor's memory."""
+def _start_program(job: "Job", stdin_fd: int, outputs: tuple[int, int], args_fd: int,
+                   buf: bytearray) -> "int | Program":
+    """Fork the program, its stdout and stderr on ``outputs`` (pipes the manager reads and frames). The child reads
+    its arguments from ``args_fd``: they never pass through the manager's memory. Returns the child's pid; in a
+    child that is to run inline Python, what it keeps of the job (the rest is freed as the stack unwinds)."""
     pid = os.fork()
     if pid != 0:
         return pid
-    # The child: never returns to the launcher's loop.
+    # The child: never returns to the manager's loop.
     try:
         raw = os.pread(args_fd, job["args_bytes"], 0) if job["args_count"] else b""
-        job["args"] = raw.decode("utf-8", "surrogateescape").split("\0") if job["args_count"] else []
+        args = raw.decode("utf-8", "surrogateescape").split("\0") if job["args_count"] else []
         os.dup2(stdin_fd, 0)
         os.dup2(outputs[0], 1)
         os.dup2(outputs[1], 2)
@@ -510,28 +571,32 @@ def _start_program(job: "Job", stdin_fd: int, outputs: tuple[int, int], args_fd:
         _confine_child(job, job["limits"])
         if job.get("inline_python"):
             sys.stdin = open(0, closefd=False)
-            return 0
-        os.execve(job["run"][0], [*job["run"], *job["args"]], job["env"])
+            buf[:] = bytes(len(buf))  # earlier cases' output
+            return (os.path.join(WORK, job["source_file"]), args, job["env"], job.get("python_path", []),
+                    job.get("code_object") or b"")
+        os.execve(job["run"][0], [*job["run"], *args], job["env"])
     except BaseException as exc:
         os.write(2, f"sandbox: cannot start program: {exc}\n".encode())
-        os._exit(127)
-    return 0
+    os._exit(127)
 
 
-def _run_cases(job: "Job", inputs_fd: int, args_fd: int, buf: bytearray) -> "Job | None":
+def _run_cases(job: "Job", inputs_fd: int, sizes_fd: int, args_fd: int, buf: bytearray) -> "Program | None":
     """The program once per case (a single run is one case), each a process of its own with the run's limits, its
     stdin from its slice of ``inputs_fd`` and its stdout/stderr relayed to the host as frames. After each case every
     process left (the program's children, setsid or not) is killed and reaped, so a case never runs beside an
     earlier one. Each case ends with its header frame ("H"); no new case starts once the batch's time budget is
-    spent (the host runs the rest in another turn). Returns the job in a child that is to run inline Python."""
+    spent (the host runs the rest in another turn). A case's stdin size is read from ``sizes_fd`` just before it
+    starts, so no case finds those of later ones in its memory. Returns the program in a child that is to run
+    inline Python."""
     import select
 
     limits = job["limits"]
     budget_end = time.monotonic() + job["batch_budget_s"]
     offset = 0
-    for index, size in enumerate(job["cases"]):
+    for index in range(job["case_count"]):
         if index and time.monotonic() >= budget_end:
             break
+        size = int.from_bytes(os.pread(sizes_fd, 8, 8 * index), "little")
         stdin_fd = os.memfd_create("stdin", 0)
         _copy(stdin_fd, inputs_fd, offset, size, buf)  # kernel to kernel: the input never passes through here
         os.lseek(stdin_fd, 0, os.SEEK_SET)
@@ -541,9 +606,9 @@ def _run_cases(job: "Job", inputs_fd: int, args_fd: int, buf: bytearray) -> "Job
         for fd in (out_r, err_r):  # no reopening them through /proc
             os.fchmod(fd, 0)
         started = time.monotonic()
-        pid = _start_program(job, stdin_fd, (out_w, err_w), args_fd)
-        if pid == 0:
-            return job
+        pid = _start_program(job, stdin_fd, (out_w, err_w), args_fd, buf)
+        if not isinstance(pid, int):
+            return pid
         for fd in (stdin_fd, out_w, err_w):
             os.close(fd)
         case = _watch_case(pid, (out_r, err_r), started + limits["wall_s"], limits["output_bytes"], buf, select)
@@ -749,15 +814,20 @@ def _read_job(fd: int) -> "Job | None":
     return job
 
 
-def _serve(job: "Job", buf: bytearray) -> "tuple[Job | None, dict[str, Json]]":
-    """One run: (the job, in a child that is to run inline Python; the report, in the supervisor). Raises
-    SetupError only when the job pipe broke (this sandbox cannot go on)."""
+def _serve(job: "Job", buf: bytearray, problem: str) -> "tuple[Program | None, dict[str, Json]]":
+    """One run: (the program, in a child that is to run inline Python; the report, in the run manager). ``problem``:
+    why the run's namespaces could not be made, if so (the run is then a set-up failure). Raises SetupError only
+    when the job pipe broke (this sandbox cannot go on)."""
     marks = [time.monotonic()]  # CLOCK_MONOTONIC is the host's too: it splits the host's wall time into phases
     fds: list[int] = []
+    sections = (("files", "payload_bytes"), ("args", "args_bytes"), ("stdin", "stdin_bytes"), ("sizes", "sizes_bytes"),
+                ("late", "late_bytes"))
     try:
-        for size, name in ((job["payload_bytes"], "files"), (job["args_bytes"], "args"), (job["stdin_bytes"], "stdin")):
-            fds.append(_into_memfd(0, size, name, buf))
-        contents, args_fd, stdin_fd = fds
+        for name, key in sections:
+            fds.append(_into_memfd(0, job[key], name, buf))
+        contents, args_fd, stdin_fd, sizes_fd, late_fd = fds
+        if problem:
+            return None, {"phase": "setup", "error": problem}
         try:
             _mount_storage(job["disk_bytes"], job["inodes"])
             _write_files(job["files"], contents, buf)
@@ -773,6 +843,7 @@ def _serve(job: "Job", buf: bytearray) -> "tuple[Job | None, dict[str, Json]]":
             view[0:1] = b"c"
             view[1:HEAD] = size.to_bytes(4, "little")
             _write_all(RESULT_FD, view[:HEAD + size])
+            view[HEAD:HEAD + size] = bytes(size)  # the program is a fork of this process
             if not ok:
                 report.update(phase="compile", exit_code=code, signal=sig)
                 return None, report
@@ -781,9 +852,12 @@ def _serve(job: "Job", buf: bytearray) -> "tuple[Job | None, dict[str, Json]]":
             # the host lowers the memory limit from the compiler's to the program's, then says go
             raise SetupError("the host closed the job pipe before saying go")
         marks.append(time.monotonic())
-        if _run_cases(job, stdin_fd, args_fd, buf) is not None:
-            return job, report  # a case's child, and the program is inline Python
+        program = _run_cases(job, stdin_fd, sizes_fd, args_fd, buf)
+        if program is not None:
+            return program, report  # a case's child, and the program is inline Python
         marks.append(time.monotonic())
+        # every process of the run is dead: only now is what the host will collect read in
+        job.update(marshal.loads(os.pread(late_fd, job["late_bytes"], 0)))
         report.update(_collect(job["collect"], job["collect_bytes"], job["collect_budget"], buf))
         return None, report
     finally:
@@ -794,21 +868,12 @@ def _serve(job: "Job", buf: bytearray) -> "tuple[Job | None, dict[str, Json]]":
                 pass
 
 
-def _clean_up(base_mounts: int, limits: "list[tuple[int, int]]") -> str:
-    """After a run: every process dead, no socket left, back in the sealed base namespace, the supervisor's limits
-    as they were. Returns what is left that the host should know of (then the sandbox is not reused), or ""."""
+def _clean_up() -> str:
+    """After a run, in its manager: every process dead, nothing in flight. Returns what is left that the host should
+    know of (then the sandbox is not reused), or ""."""
     if not _kill_all():
         return "a process of the run could not be killed"
-    try:
-        _leave_run(base_mounts)
-    except (SetupError, OSError) as exc:
-        return str(exc)
-    sockets = _sockets_left()
-    if sockets:
-        return f"sockets left open ({sockets})"
-    if _rlimits() != limits:
-        return "the supervisor's resource limits were changed"
-    return ""
+    return _in_flight()
 
 
 def _woken(signum: int, frame: object) -> None:
@@ -816,47 +881,181 @@ def _woken(signum: int, frame: object) -> None:
     it)."""
 
 
-def main() -> "Job | None":
-    """Serve jobs until the host closes the job pipe (or a run could not be cleaned up after)."""
-    global RESULT_FD, CHILD_WAKE
-    RESULT_FD = int(sys.argv[1])
-    uid = int(sys.argv[2]) if sys.argv[2] != "-" else None
-    gid = int(sys.argv[3]) if sys.argv[3] != "-" else None
-    single = _enter_namespaces(uid, gid)
-    base_mounts = os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
-    single = single or _seal_base()
-    os.chdir("/")
-    # pid 1 receives the signals it handles from its own namespace: Python's SIGINT handler would let a program
-    # kill it (a KeyboardInterrupt), so it has none
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+def _one_run(problem: str) -> "tuple[int, Program | None]":
+    """Read one job and serve it: (how the run manager ends, see DONE; the program, in a child that is to run inline
+    Python). The report is the last frame sent."""
+    global CHILD_WAKE
+    job = _read_job(0)
+    if job is None:
+        return NO_JOB, None
+    # the run manager is the init of the run's processes: it reaps orphans as they die
     CHILD_WAKE = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.set_wakeup_fd(CHILD_WAKE[1], warn_on_full_buffer=False)
     signal.signal(signal.SIGCHLD, _woken)
-    limits = _rlimits()  # a run must not leave them changed (every later program inherits them)
-    _send(b"R", single.encode())  # ready: the host may now hand us a job; a reason here means one run only
+    buf = bytearray(HEAD + max(1 << 16, job["compile_output_bytes"]))
+    try:
+        program, report = _serve(job, buf, problem)
+    except (SetupError, OSError) as exc:  # the job pipe broke mid-job: nothing more can come
+        _send(b"D", _json({"phase": "setup", "error": str(exc)}).encode())
+        return DIRTY, None
+    if program is not None:
+        return DONE, program
+    dirt = _clean_up()
+    if dirt:
+        report["dirt"] = dirt
+    _send(b"D", _json(report).encode())
+    return (DIRTY if dirt or problem else DONE), None
+
+
+def _manage(first: bool, single: str, why_fd: int) -> "Program":
+    """The run manager: pid 1 of the run's pid namespace, forked from the supervisor's clean memory. It makes the
+    run's other namespaces (the first manager says ready once they work, or exits with UNSHARED and why on
+    ``why_fd``), serves one job and exits, taking every process of the run along. Returns only in a child that is
+    to run inline Python."""
+    try:
+        _run_namespaces()
+        problem = ""
+    except (SetupError, OSError) as exc:
+        if first:
+            os.write(why_fd, str(exc).encode())
+            os._exit(UNSHARED)
+        problem = str(exc)  # reported as the run's set-up failure, once its job is read
+    if first:
+        _send(b"R", single.encode())  # ready: the host may now hand us a job; a reason here means one run only
+    code, program = _one_run(problem)
+    if program is None:
+        os._exit(code)
+    return program
+
+
+def _supervise(single: str, why_fd: int) -> "Program":
+    """The supervisor proper, pid 1 of a pid namespace our user namespace owns: it may return to it (setns) after
+    unsharing a run's own, so each run costs one fork. It never reads a job. For each run it forks a run manager
+    (``_manage``), reaps it, checks that nothing is alive and its own limits are as they were, tells the host
+    whether the sandbox can serve another run ("Z") and forks the next manager, which makes its namespaces while
+    the host takes the result. Returns only in a child that is to run inline Python."""
+    global OWN_PROCESSES
+    OWN_PROCESSES = 3  # pid 1, this supervisor and the run manager
+    limits = _rlimits()
+    try:
+        own = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+        manager, stuck = _fork_manager(own)
+    except (SetupError, OSError) as exc:
+        os.write(why_fd, str(exc).encode())
+        os._exit(UNSHARED)
+    if manager == 0:
+        return _manage(True, single, why_fd)
+    first = True
     while True:
-        job = _read_job(0)
-        if job is None:
-            return None
-        buf = bytearray(HEAD + max(1 << 16, job["compile_output_bytes"]))
+        code = _exit_code(manager)
+        if first and code == UNSHARED:
+            os._exit(UNSHARED)  # pid 1 serves one run itself (_fall_back)
+        if code not in (DONE, DIRTY):
+            os._exit(DONE)  # no job came, or the manager died without its report: nothing more can be said
+        verdict = ("the run manager did not clean up after the run" if code == DIRTY else "") or stuck
+        verdict = verdict or _invariants(limits) or single
+        _send(b"Z", verdict.encode())
+        if verdict:
+            os._exit(DONE)
+        first = False
         try:
-            child, report = _serve(job, buf)
-        except (SetupError, OSError) as exc:  # the job pipe broke mid-job: nothing more can come
-            _send(b"D", _json({"phase": "setup", "error": str(exc), "reusable": False}).encode())
+            manager, stuck = _fork_manager(own)
+        except (SetupError, OSError):
+            os._exit(DONE)  # nothing can serve the next job: the sandbox ends (the host sees it end)
+        if manager == 0:
+            return _manage(False, single, why_fd)
+
+
+def _fork_manager(own_pid_ns: int) -> tuple[int, str]:
+    """Fork a run manager as pid 1 of a pid namespace of its own, then return to ours (``own_pid_ns``) for the next
+    one: (os.fork's result, why no other manager can follow this one, or "")."""
+    _check(libc.unshare(CLONE_NEWPID), "unshare the run's pid namespace")
+    pid = os.fork()
+    if pid != 0 and libc.setns(own_pid_ns, CLONE_NEWPID) != 0:
+        return pid, f"cannot return to the supervisor's pid namespace: {os.strerror(_ctypes.get_errno())}"
+    return pid, ""
+
+
+def _exit_code(pid: int | None) -> int | None:
+    """Wait for our child ``pid`` (any child: None) and return its exit status, or None if a signal killed it (or
+    no child is left)."""
+    while True:
+        try:
+            _, st = os.waitpid(-1 if pid is None else pid, 0)
+        except ChildProcessError:
             return None
-        if child is not None:
-            return child
-        dirt = _clean_up(base_mounts, limits)
-        buf[:] = bytes(len(buf))  # whatever of this run's output passed through it
-        report["reusable"] = not dirt and not single
-        if dirt:
-            report["dirt"] = dirt
-        _send(b"D", _json(report).encode())
-        if not report["reusable"]:
-            return None
+        except InterruptedError:
+            continue
+        return os.WEXITSTATUS(st) if os.WIFEXITED(st) else None
+
+
+def _fall_back(why: str) -> "Program | None":
+    """Where runs cannot have namespaces of their own (the first run manager could not make them): serve one run
+    here, in mount and IPC namespaces of its own, and end; the host replaces the sandbox after it."""
+    _send(b"R", why.encode())
+    try:
+        _run_namespaces(fresh_pid=False)
+        problem = ""
+    except (SetupError, OSError) as exc:
+        problem = str(exc)
+    code, program = _one_run(problem)
+    if program is None and code in (DONE, DIRTY):
+        _send(b"Z", why.encode())
+    return program
+
+
+def main() -> "Program | None":
+    """Set the sandbox up, then hand over to the supervisor proper (``_supervise``) in a pid namespace of its own,
+    and wait for it: the sandbox ends with it. Returns the program in a child that is to run inline Python."""
+    global RESULT_FD
+    RESULT_FD = int(sys.argv[1])
+    uid = int(sys.argv[2]) if sys.argv[2] != "-" else None
+    gid = int(sys.argv[3]) if sys.argv[3] != "-" else None
+    _uncover_proc()
+    single = _enter_namespaces(uid, gid)
+    single = single or _seal_base()
+    os.chdir("/")
+    # pid 1 receives the signals it handles from its own namespace: Python's SIGINT handler would let a program
+    # kill it (a KeyboardInterrupt), so it has none (nor have the supervisor and the run manager, each a pid 1)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    import _sitebuiltins  # noqa: F401 - what every run manager and inline program imports, loaded once
+    import _socket  # noqa: F401
+    import gc
+    import select  # noqa: F401
+
+    # Every process from here on is a fork: the collector would write to every object it scans, copying the pages
+    # that hold them (inline Python programs keep the collector; what is here is never garbage)
+    gc.freeze()
+    why = os.pipe2(os.O_CLOEXEC)
+    hop = os.fork()
+    if hop == 0:
+        try:
+            _check(libc.unshare(CLONE_NEWPID), "unshare the supervisor's pid namespace")
+            if os.fork() != 0:
+                os._exit(DONE)  # the supervisor is pid 1's child now
+        except (SetupError, OSError) as exc:
+            os.write(why[1], str(exc).encode())
+            os._exit(UNSHARED)
+        return _supervise(single, why[1])
+    os.close(why[1])
+    ends = [_exit_code(None), _exit_code(None)]  # the hop (DONE once it forked the supervisor), then the supervisor
+    if UNSHARED in ends:
+        reason = os.read(why[0], 1 << 12).decode(errors="replace")
+        return _fall_back(f"cannot give each run namespaces of its own: {reason}")
+    return None
+
+
+def _invariants(limits: "list[tuple[int, int]]") -> str:
+    """After a run manager exited: nothing alive but us (its exit took every process of its pid namespace along),
+    our limits as they were. Returns what is wrong, or ""."""
+    if not _kill_all():
+        return "a process of the run could not be killed"
+    if _rlimits() != limits:
+        return "the supervisor's resource limits were changed"
+    return ""
 
 
 if __name__ == "__main__":
-    _child_job = main()
-    if _child_job is not None:
-        _run_python_here(_child_job)
+    _program = main()
+    if _program is not None:
+        _run_python_here(_program)

@@ -36,7 +36,7 @@ _ARG0_LOW = 16  # args[i] is a u64 at 16 + 8 * i; on these little-endian arches 
 _ARG1_LOW = 24
 _ARG2_LOW = 32
 SOL_IPV6, IPV6_FLOWLABEL_MGR = 41, 32
-# socket(2) families a program may open: AF_UNIX, AF_INET, AF_INET6 (the sandbox's own empty network namespace) and
+# socket(2) families a program may open: AF_UNIX, AF_INET, AF_INET6 (the run's own network namespace, loopback only) and
 # AF_NETLINK (libc's getifaddrs). Others are refused: AF_VSOCK is not isolated by a network namespace at all (it
 # reaches the hypervisor), and the rest (packet, bluetooth, RDS, crypto sockets...) are kernel surface no test needs.
 SOCKET_FAMILIES = (1, 2, 10, 16)
@@ -131,8 +131,8 @@ def build(machine: str | None = None, *, refuse_memfd: bool = False) -> Filter |
         eperm,
         _ins(_RET_K, RET_ALLOW),
     ]
-    # IPv6 flow labels: state of the network namespace that outlives the socket (up to a minute after), so a run could
-    # leave data for the next run of a reused sandbox; no unit test needs one
+    # IPv6 flow labels: state of the network namespace that outlives the socket (up to a minute after); each run's
+    # namespace dies with it, and no unit test needs one
     out += [
         _ins(_JEQ_K, table["setsockopt"], 0, 6),
         _ins(_LD_W_ABS, _ARG1_LOW),

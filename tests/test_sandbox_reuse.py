@@ -21,10 +21,10 @@ pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewra
 
 HEAD, TAIL = "leak-" + os.urandom(6).hex(), os.urandom(6).hex()  # the secret is HEAD + TAIL; no run 2 ever builds it
 SECRET = HEAD + TAIL
-# which sandbox a run ran in: its pid namespace and its supervisor's start time (ns inodes are reused once freed,
-# start times are in clock ticks; both together tell sandboxes apart)
-SUPERVISOR = ("import os as _os\nprint('SUPERVISOR', _os.readlink('/proc/self/ns/pid'),\n"
-              "      open('/proc/1/stat').read().rsplit(')', 1)[1].split()[19])\n")
+# which sandbox a run ran in: the supervisor's user namespace (every run of a sandbox is in it; ns inodes are reused
+# once freed) and when the sandbox's root was built (bwrap's tmpfs, sealed read-only; nanoseconds). Each run has a
+# pid namespace of its own, so pid 1 tells runs apart, not sandboxes.
+SUPERVISOR = ("import os as _os\nprint('SUPERVISOR', _os.readlink('/proc/self/ns/user'), _os.stat('/').st_mtime_ns)\n")
 
 
 class OneSandbox:
@@ -85,6 +85,14 @@ def scan_program(extra: str = "") -> str:
     # the halves are built at run time from their reversals, so even this program's source holds neither whole
     return (SCAN + extra + f"head = {HEAD[::-1]!r}[::-1].encode()\ntail = {TAIL[::-1]!r}[::-1].encode()\n"
             "print('FOUND', scan(head, tail))\n")
+
+
+def scan_finds_nothing(box: OneSandbox, *earlier: RunResult) -> None:
+    """A later inline Python program in the same sandbox as ``earlier`` scans its memory and finds no secret."""
+    later = box.run(scan_program())
+    assert later.status is RunStatus.OK, later
+    same_sandbox(*earlier, later)
+    assert "FOUND 0" in later.stdout, later.stdout
 
 
 def test_no_byte_of_an_earlier_run_is_in_a_later_runs_memory(box: OneSandbox) -> None:
@@ -396,8 +404,9 @@ def test_a_port_an_earlier_run_used_is_free_for_a_later_one(box: OneSandbox) -> 
         "print('served')\n"
     )
     control, first = plant(box, server, "served")
-    later = box.run(server)  # today: OSError: [Errno 98] Address already in use
+    later = box.run(server)  # once: OSError: [Errno 98] Address already in use
     assert later.status is RunStatus.OK and "served" in later.stdout, later
+    same_sandbox(control, later)  # the port died with the run's network namespace: no sandbox was spent on it
 
 
 def test_no_argument_of_an_earlier_run_is_in_a_later_runs_memory(box: OneSandbox) -> None:
@@ -405,10 +414,7 @@ def test_no_argument_of_an_earlier_run_is_in_a_later_runs_memory(box: OneSandbox
     request = RunRequest(code=SUPERVISOR + "import sys\nprint(len(sys.argv))\n", args=args)
     first = box.loop.run_until_complete(box.backend.run(request))
     assert first.status is RunStatus.OK, first
-    later = box.run(scan_program())
-    assert later.status is RunStatus.OK, later
-    same_sandbox(first, later)
-    assert "FOUND 0" in later.stdout, later.stdout
+    scan_finds_nothing(box, first)
 
 
 # --- Kernel state outside the run's namespaces (found by a second red-team pass) ------------------------------------
@@ -461,9 +467,11 @@ DEVICES = ("null", "zero", "full", "random", "urandom", "tty", "pts/ptmx")
 def test_a_run_cannot_leave_timestamps_on_the_device_nodes_later_runs_read(box: OneSandbox) -> None:
     """/dev/null and the other nodes are the host's own inodes (every sandbox, and the host, share them), bound onto
     /dev; utime() to "now" needs only write permission. Touching some and not others would leave bits for the next
-    run, so _seal_base makes every bind read-only, and the nodes must still work: written, read, a pty opened."""
+    run, so _seal_base makes every bind read-only, and the nodes must still work: written, read, a pty opened. (Each
+    run has a devpts instance of its own, read-only too: its ptmx is not shared, see the pty test below.)"""
+    shared = [d for d in DEVICES if not d.startswith("pts/")]
     probe = ("import os\n"
-             f"times = [(os.stat('/dev/' + d).st_atime_ns, os.stat('/dev/' + d).st_mtime_ns) for d in {DEVICES}]\n"
+             f"times = [(os.stat('/dev/' + d).st_atime_ns, os.stat('/dev/' + d).st_mtime_ns) for d in {shared}]\n"
              "print('TIMES', times)\n")
     toucher = (
         "import os\n"
@@ -558,3 +566,199 @@ def test_a_compiler_cannot_reopen_its_own_output_pipe(box: OneSandbox) -> None:
     result = box.loop.run_until_complete(box.backend.run(request))
     assert result.status is RunStatus.COMPILE_ERROR and result.reason == "compilation failed", result
     assert "/dev/fd/1" in result.compile_output, result.compile_output
+
+
+# --- Per-run namespaces: state of the network namespace, the pid namespace, devpts and the supervisor's heap ----------
+# Each run has network, pid, mount and IPC namespaces and a devpts instance of its own, made by a run manager forked
+# from a supervisor that never reads a job: whatever a run leaves in them dies with it.
+
+TCP_METRICS = (  # the destinations in the network namespace's TCP metrics cache, dumped over generic netlink
+    "import socket, struct\n"
+    "def tcp_metrics():\n"
+    "    s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 16)\n"  # NETLINK_GENERIC: no privilege needed
+    "    def ask(kind, flags, cmd, attrs):\n"
+    "        body = struct.pack('BBH', cmd, 1, 0) + attrs\n"
+    "        s.send(struct.pack('=IHHII', 16 + len(body), kind, flags, 1, 0) + body)\n"
+    "        got = []\n"
+    "        while True:\n"
+    "            data, at = s.recv(1 << 16), 0\n"
+    "            while at < len(data):\n"
+    "                size, kind_ = struct.unpack_from('=IH', data, at)\n"
+    "                if kind_ in (2, 3):\n"  # NLMSG_ERROR, NLMSG_DONE
+    "                    return got\n"
+    "                got.append(data[at + 20:at + size])\n"
+    "                at += (size + 3) & ~3\n"
+    "            if not flags & 0x300:\n"
+    "                return got\n"
+    "    def attrs(blob):\n"
+    "        at, found = 0, {}\n"
+    "        while at + 4 <= len(blob):\n"
+    "            size, kind = struct.unpack_from('=HH', blob, at)\n"
+    "            found[kind & 0x3fff] = blob[at + 4:at + size]\n"
+    "            at += (size + 3) & ~3\n"
+    "        return found\n"
+    "    name = b'tcp_metrics\\0'\n"
+    "    family = ask(16, 1, 3, struct.pack('=HH', 4 + len(name), 2) + name + bytes(-len(name) % 4))\n"
+    "    family_id = struct.unpack('=H', attrs(family[0])[1][:2])[0]\n"
+    "    return [socket.inet_ntoa(a[1]) for a in map(attrs, ask(family_id, 1 | 0x300, 1, b'')) if 1 in a]\n"
+    "def udp_sent():\n"
+    "    lines = [line.split() for line in open('/proc/net/snmp') if line.startswith('Udp:')]\n"
+    "    return int(lines[1][lines[0].index('OutDatagrams')])\n"
+)
+
+
+def test_nothing_of_an_earlier_runs_network_namespace_reaches_a_later_one(box: OneSandbox) -> None:
+    """A TCP Fast Open request leaves an entry in the TCP metrics cache of the network namespace, keyed by the
+    destination, which the program picks in 127/8; any later program dumps the cache over netlink, without
+    privilege. The connection is reset at close: no socket and no TIME_WAIT port is left for a check to see. The
+    namespace's counters (here: UDP datagrams sent) are bits a run can leave just as well."""
+    address = "127." + ".".join(str(1 + b % 254) for b in os.urandom(3))
+    planter = TCP_METRICS + (
+        f"srv = socket.socket(); srv.bind(({address!r}, 0)); srv.listen()\n"
+        "client = socket.socket()\n"
+        "client.sendto(b'x', 0x20000000, srv.getsockname())\n"  # MSG_FASTOPEN: the SYN asks the server for a cookie
+        "conn, _ = srv.accept(); conn.recv(1)\n"
+        "for s in (client, conn):\n"
+        "    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0))\n"  # close with a reset
+        "    s.close()\n"
+        "udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+        "for _ in range(37):\n"
+        "    udp.sendto(b'x', ('127.0.0.1', 9))\n"
+        "print('METRICS', tcp_metrics(), 'SENT', udp_sent())\n"
+    )
+    reader = TCP_METRICS + "print('METRICS', tcp_metrics(), 'SENT', udp_sent())\n"
+    control = box.run(reader)
+    assert control.status is RunStatus.OK and address not in control.stdout, control
+    first = box.run(planter)
+    assert first.status is RunStatus.OK and address in first.stdout, first  # the reader sees its own run's entry
+    later = box.run(reader)
+    assert later.status is RunStatus.OK, later
+    same_sandbox(control, first, later)
+    assert address not in later.stdout, later.stdout
+    assert later.stdout.split("SENT")[1] == control.stdout.split("SENT")[1], (control.stdout, later.stdout)
+
+
+def test_no_name_an_earlier_job_carried_is_in_a_later_runs_memory(box: OneSandbox) -> None:
+    """The job names the run's files and what to collect (and, for Java, the class); whoever reads it holds the
+    names in its heap, freed or not. A later inline Python program, which is a fork, must find none of them."""
+    # a job larger than the next one, so the next one's buffers are not carved from where this one lay
+    names = [f"{SECRET}-{i}-{'x' * 150}" for i in range(40)]
+    first = box.run("print('named')\n", files={name: "x" for name in names[:30]}, collect=names[30:])
+    assert first.status is RunStatus.OK and "named" in first.stdout, first
+    if box.backend.languages().get("java"):
+        ident = "L" + SECRET.replace("-", "_")
+        java = RunRequest(code=f"public class {ident} {{ public static void main(String[] a) {{ }} }}\n",
+                          language="java", limits=Limits(wall_s=10, memory_mb=1024))
+        ran = box.loop.run_until_complete(box.backend.run(java))
+        assert ran.status is RunStatus.OK, ran
+    scan_finds_nothing(box, first)
+
+
+def test_a_program_does_not_find_what_its_own_run_collects_in_its_memory(box: OneSandbox) -> None:
+    """The program sees what it needs of its own job (its file, arguments, environment, limits), not the names the
+    host will collect after it: they are read only once every process of the run is dead."""
+    result = box.run(scan_program(), collect=[f"{SECRET}.out"])
+    assert result.status is RunStatus.OK and "FOUND 0" in result.stdout, result
+
+
+def test_pid_numbers_carry_no_count_from_an_earlier_run(box: OneSandbox) -> None:
+    """Pids count the processes started in the pid namespace: a run that forks N times would tell the next one N."""
+    probe = "import os\nprint('PID', os.getpid(), open('/proc/loadavg').read().split()[4])\n"
+    control = box.run(probe)
+    first = box.run("import os\nfor _ in range(57):\n    if os.fork() == 0:\n        os._exit(0)\n    os.wait()\n"
+                    "print('forked')\n")
+    later = box.run(probe)
+    assert control.status is RunStatus.OK and first.status is RunStatus.OK and later.status is RunStatus.OK
+    same_sandbox(control, first, later)
+    assert control.stdout.split("PID")[1] == later.stdout.split("PID")[1], (control.stdout, later.stdout)
+
+
+PTMX = "import os\nst = os.stat('/dev/pts/ptmx')\nprint('PTMX', st.st_atime_ns, st.st_mtime_ns, st.st_ctime_ns)\n"
+
+
+def test_a_pty_an_earlier_run_used_leaves_no_time_on_ptmx(box: OneSandbox) -> None:
+    """Reading and writing a pty's master moves the access and modification times of the ptmx node it came from
+    (in 8-second steps), read-only mount or not: with one devpts instance per sandbox, a later run could read off
+    whether an earlier one used a pty."""
+    planter = (
+        "import os, time\n"
+        "before = os.stat('/dev/pts/ptmx')\n"
+        "time.sleep(max(0.0, (int(before.st_mtime) | 7) + 1.05 - time.time()))\n"  # into the next 8-second step
+        "main, tty = os.openpty()\n"
+        "os.write(main, b'x\\n'); os.read(tty, 2); os.write(tty, b'y'); os.read(main, 1)\n"
+        "print('MOVED', os.stat('/dev/pts/ptmx').st_mtime_ns != before.st_mtime_ns)\n"
+    )
+    control = box.run(PTMX)
+    first = box.run(planter, limits=Limits(wall_s=15))
+    assert first.status is RunStatus.OK and "MOVED True" in first.stdout, first
+    later = box.run(PTMX)
+    assert control.status is RunStatus.OK and later.status is RunStatus.OK, (control, later)
+    same_sandbox(control, first, later)
+    atime, mtime, ctime = later.stdout.split("PTMX")[1].split()
+    assert atime == mtime == ctime, later.stdout  # untouched since it was made
+
+
+# Already closed before runs had namespaces of their own (kept as attacks on the reuse): keys are kept per uid, which
+# every run of a sandbox shares, and the filter refuses the keyring calls; POSIX message queues live in the run's IPC
+# namespace; a lock on a shared, read-only file held by a descriptor in flight is released when the collector frees
+# the message, or the sandbox is not reused.
+
+def test_no_key_of_an_earlier_run_is_in_the_uids_keyrings(box: OneSandbox) -> None:
+    search = ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+              "print('SEARCH', libc.syscall(250, 10, -4, b'user', b'reward-leak', 0), ctypes.get_errno())\n"
+              "print('KEYS', 'reward-leak' in open('/proc/keys').read())\n")
+    add = (search + f"r = libc.syscall(248, b'user', b'reward-leak', {SECRET.encode()!r}, {len(SECRET)}, -4)\n"
+           "print('ADD', r, ctypes.get_errno())\n")  # add_key to the user keyring, then keyctl(KEYCTL_SEARCH)
+    control, first = plant(box, add, "ADD -1 1")  # EPERM
+    later = box.run(search)
+    assert later.status is RunStatus.OK and "SEARCH -1 1" in later.stdout and "KEYS False" in later.stdout, later
+    same_sandbox(control, later)
+
+
+def test_no_posix_message_queue_of_an_earlier_run_is_visible_to_a_later_one(box: OneSandbox) -> None:
+    queue = ("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+             "fd = libc.mq_open(b'/reward-leak', {flags}, 0o600, None)\n"
+             "print('MQ', fd, ctypes.get_errno())\n")
+    control, first = plant(box, queue.format(flags="os.O_CREAT | os.O_RDWR"), "MQ ")
+    assert "MQ -1" not in first.stdout, first
+    later = box.run(queue.format(flags="os.O_RDWR"))
+    assert later.status is RunStatus.OK and "MQ -1 2" in later.stdout, later  # ENOENT
+    same_sandbox(control, later)
+
+
+def test_no_lock_held_in_flight_by_an_earlier_run_holds_in_a_later_one(box: OneSandbox) -> None:
+    planter = IN_FLIGHT + (
+        "import fcntl\n"
+        "for path in ('/etc/passwd', '/etc/hosts'):\n"
+        "    fd = os.open(path, os.O_RDONLY)\n"
+        "    fcntl.flock(fd, fcntl.LOCK_EX)\n"
+        "    in_flight(fd)\n"
+        "print('locked')\n"
+    )
+    control, first = plant(box, planter, "locked")
+    later = box.run("import fcntl, os\n"
+                    "for path in ('/etc/passwd', '/etc/hosts'):\n"
+                    "    fcntl.flock(os.open(path, os.O_RDONLY), fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+                    "    print('FREE', path)\n")
+    assert later.status is RunStatus.OK and later.stdout.count("FREE") == 2, later
+
+
+def test_a_sandbox_whose_runs_cannot_have_namespaces_of_their_own_serves_one_run() -> None:
+    """Where the first run manager cannot make a run's namespaces (here: bwrap, run as root, keeps its binds over
+    parts of /proc, so no run may mount a /proc of its own), pid 1 serves one run itself and the sandbox is replaced
+    after it: every run still works, none in a sandbox an earlier one used."""
+    loop = asyncio.new_event_loop()
+    backend = BwrapBackend(BwrapConfig(warm_pool=1, max_concurrent=1))
+    try:
+        if "CAP_SYS_ADMIN" not in backend._argv_head:
+            pytest.skip("bwrap runs unprivileged here: it binds nothing over /proc")
+        at = backend._argv_head.index("CAP_SYS_ADMIN")
+        del backend._argv_head[at - 1:at + 1]
+        request = RunRequest(code=SUPERVISOR + "print('PID', _os.getpid())\n")
+        got = [loop.run_until_complete(backend.run(request)) for _ in range(3)]
+        assert [r.status for r in got] == [RunStatus.OK] * 3, got
+        assert len({supervisor(r) for r in got}) == 3 and backend.stats["reuses"] == 0, got
+        assert all("PID 2" not in r.stdout for r in got), got  # served by pid 1 itself, not by a run manager
+    finally:
+        loop.run_until_complete(backend.close())
+        loop.close()
