@@ -121,3 +121,63 @@ def test_asserting_through_helpers_gives_no_free_tests(runner: CodeRunner, refer
     assert all(not t["name"].startswith("def ") for t in wrong.details["tests"]), wrong.details["tests"]
     right = runner.verify("def square(x):\n    return x * x\n", reference)
     assert right.score == 1.0, right.details["tests"]
+
+
+# ------------------------------------------------------------------- trouble the test code swallows decides the test
+
+# The reference's tests expect an exception and catch it with a bare ``except:``. A program that never raises makes
+# its process unreachable instead, so that the judge's request fails with CandidateGone, which the bare except
+# swallows as if the program had raised. Inside a test, every such failure must decide the test as an error (as a
+# crash seen on the reply did); outside any test (check's own statements), it must end the tests as an uncaught one
+# would have.
+CLOSE_REQUESTS = (  # the candidate closes its end of the judge's request pipe: the judge's next write fails (EPIPE)
+    "import os, fcntl\n"
+    "def _close_requests():\n"
+    "    for fd in range(3, 64):\n"
+    "        try:\n"
+    "            if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY:\n"
+    "                os.close(fd)\n"
+    "        except OSError:\n"
+    "            pass\n"
+)
+RAISES_ON_NEGATIVE = {"test_list": [
+    "assert isqrt(16) == 4",
+    "raised = False\ntry:\n    isqrt(-1)\nexcept:\n    raised = True\nassert raised",
+    "raised = False\ntry:\n    isqrt(-4)\nexcept:\n    raised = True\nassert raised",
+]}
+SWALLOW_ATTACKS = {
+    # the request of the next test fails on write: no reply was ever read
+    "request pipe closed": (RAISES_ON_NEGATIVE,
+                            CLOSE_REQUESTS + "def isqrt(n):\n    _close_requests()\n    return 0\n"),
+    # the process dies on the call itself (seen on the reply)
+    "exit on the call": (RAISES_ON_NEGATIVE, "import os\ndef isqrt(n):\n    if n < 0:\n        os._exit(0)\n"
+                                             "    return 0\n"),
+    # a HumanEval-style check whose try/except is one of check's own statements, not a test: the crash there was
+    # swallowed outside any test and the next test passed
+    "outside any test": ({
+        "test": "def check(candidate):\n    assert candidate(16) == 4\n    raised = False\n    try:\n"
+                "        candidate(-1)\n    except:\n        raised = True\n    assert raised\n",
+        "entry_point": "isqrt"}, "import os\ndef isqrt(n):\n    if n < 0:\n        os._exit(0)\n    return 0\n"),
+    # after a crash in the first test, the check's ``candidate`` is a handle of the dead process: using it fails
+    # without a reply, and the bare except swallowed that too
+    "stale handle": ({
+        "test": "def check(candidate):\n    assert candidate(16) == 4\n    raised = False\n    try:\n"
+                "        candidate(-1)\n    except:\n        raised = True\n    assert raised\n",
+        "entry_point": "isqrt"}, "import os\ndef isqrt(n):\n    os._exit(0)\n"),
+}
+
+
+@needs_bwrap
+@pytest.mark.parametrize("case", SWALLOW_ATTACKS.values(), ids=SWALLOW_ATTACKS.keys())
+def test_a_crash_the_test_code_swallows_passes_nothing(runner: CodeRunner, case: tuple[dict, str]) -> None:
+    reference, program = case
+    scored_zero(runner, program, reference)
+
+
+@needs_bwrap
+def test_a_program_that_raises_still_passes_a_bare_except(runner: CodeRunner) -> None:
+    honest = "def isqrt(n):\n    if n < 0:\n        raise ValueError(n)\n    return int(n ** 0.5)\n"
+    v = runner.verify(honest, RAISES_ON_NEGATIVE)
+    assert v.score == 1.0, v.details["tests"]
+    v = runner.verify(honest, SWALLOW_ATTACKS["outside any test"][0])
+    assert v.score == 1.0, v.details["tests"]

@@ -150,7 +150,7 @@ def to_wire(value: "Any", keep: "Callable[[object], int] | None" = None, depth: 
         return {"$c": [to_wire(value.real), to_wire(value.imag)]}
     if isinstance(value, RemoteRef):
         if value._generation != value._conn.generation:  # its id now names another object of the new process
-            raise CandidateGone("object from a candidate process that has since been restarted")
+            raise value._conn.gone("object from a candidate process that has since been restarted")
         return {"$r": value._rid}
     name = getattr(value, "__name__", None)
     if type(name) is str and getattr(builtins, name, None) is value and (keep is None or pure_builtin(name)):
@@ -543,9 +543,14 @@ class Candidate:
     def _broken(self, why: str) -> CandidateGone:
         """A malformed or forged message: the child is stopped and the running test decided, as for a crash."""
         self.stop()
-        gone = CandidateGone(f"the candidate broke the protocol: {why}")
-        self.on_trouble(gone)
-        return gone
+        return self.gone(f"the candidate broke the protocol: {why}")
+
+    def gone(self, why: str) -> CandidateGone:
+        """The exception for a candidate that cannot answer, with the judge told first: the test code may catch it
+        (a bare ``except:`` around a call expected to raise), and it must not pass for the program's answer."""
+        exc = CandidateGone(why)
+        self.on_trouble(exc)
+        return exc
 
     def _receive(self) -> "dict[str, Any]":
         try:
@@ -562,14 +567,14 @@ class Candidate:
 
     def request(self, ref: RemoteRef, op: str, fields: dict[str, object]) -> "Any":
         if not self.alive:
-            raise CandidateGone("the candidate process is not running")
+            raise self.gone("the candidate process is not running")
         if ref._generation != self.generation:
-            raise CandidateGone("object from a candidate process that has since been restarted")
+            raise self.gone("object from a candidate process that has since been restarted")
         try:
             send(self.wfd, {"op": op, "id": ref._rid, **fields})
-        except OSError:
+        except OSError:  # it closed its end of the pipe, or died: no reply will ever be read
             self.stop()
-            raise CandidateGone("the candidate process exited") from None
+            raise self.gone("the candidate process exited") from None
         reply = self._receive()
         if "exc" in reply:
             raise _exception_from(*self._exception_fields(reply["exc"]), op)
@@ -730,9 +735,16 @@ class Judge:
                 self.namespace[name] = first[name] = new
 
     def mark_trouble(self, exc: BaseException) -> None:
-        """A timeout or crash inside a test decides it, even if the test code caught the exception."""
-        if self.unit is not None and self.unit[1] is None:
-            timed_out = isinstance(exc, CandidateTimeout)
+        """A timeout, crash or broken protocol inside a test decides it, even if the test code caught the exception.
+        Outside any test (check's own statements, set-up) it decides every test not yet decided, as it would have by
+        ending the test code had the test code not caught it: a bare ``except:`` there must not turn the program's
+        crash into the exception a later test expects."""
+        timed_out = isinstance(exc, CandidateTimeout)
+        if self.unit is None:
+            for index in range(len(self.timeouts)):
+                self.emit(index, "timeout" if timed_out else "error",
+                          "the program timed out" if timed_out else str(exc))
+        elif self.unit[1] is None:
             self.unit[1] = ("timeout", f"timed out after {self.timeouts[self.unit[0]]:g}s") if timed_out else (
                 "error", str(exc))
 
