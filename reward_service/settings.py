@@ -107,6 +107,10 @@ class SandboxSettings(Block):
     uid_base: int = Field(200_000, ge=1000, description="When run as root: first of the per-sandbox uids.")
     compile_wall_s: float = Field(60.0, gt=0, description="Wall-clock budget of a compile step.")
     max_input_chars: int = Field(4_000_000, ge=1, description="code + stdin + files + args of one run.")
+    max_request_output_bytes: int = Field(
+        256 << 20, ge=1, description="Output (stdout, stderr, compiler output, collected files, as JSON text) one "
+        "/v1/sandbox/run_batch request brings back in total; the items that finish past it keep their outcome "
+        "but not their output (output_exceeded).")
     memory_cgroup: str = Field("auto", description="auto: a memory cgroup per sandbox where the host allows "
                                "(v1 memory controller or delegated v2); off; or the path of a delegated cgroup.")
 

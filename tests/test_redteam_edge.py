@@ -3,10 +3,11 @@ bubblewrap sandbox. Each test asserts the safe outcome."""
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 
-from tests.conftest import LiveServer
+from tests.conftest import LiveServer, run_server
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 
@@ -54,3 +55,28 @@ def test_an_answer_carries_no_more_than_its_output_budget_as_sent(server: LiveSe
     assert r.status_code == 200, r.text
     # stdout, stderr and the collected files: one budget each, plus the answer's own fields
     assert len(r.content) <= 3 * budget + 64 * 1024, f"a {len(r.content) / MIB:.1f} MiB answer for a 1 MiB budget"
+
+
+# /v1/sandbox/run_batch held every item's output until the last item finished, then sent it all: one request of
+# max_batch_items (4096) tiny programs, each printing its 1 MiB default budget, made the server hold and send 4 GiB
+# (measured: 128 items, a 128 MiB answer and +330 MiB of the server's memory; NULs multiply it by six as sent).
+# The request's output, counted as sent, is bounded by sandbox_max_request_output_bytes; items past it keep their
+# outcome but not their output (output_exceeded, with the reason).
+PRINT_MIB = "import os\nos.write(1, b'x' * (1 << 20))\n"
+
+
+def test_a_batch_cannot_make_the_server_hold_more_than_the_requests_output_budget(tmp_path: Path) -> None:
+    env = {"REWARD_SERVICE_SANDBOX_MAX_REQUEST_OUTPUT_BYTES": str(4 * MIB), "REWARD_SERVICE_WORKERS": "1"}
+    with run_server(tmp_path, env) as live, live.client(timeout=120) as c:
+        r = c.post("/v1/sandbox/run_batch", json={"items": [{"code": PRINT_MIB} for _ in range(12)]})
+        assert r.status_code == 200, r.text
+        assert len(r.content) <= 5 * MIB, f"a {len(r.content) / MIB:.1f} MiB answer for a 4 MiB request budget"
+        results = r.json()["results"]
+        whole = [x for x in results if x["status"] == "ok"]
+        cut = [x for x in results if x["status"] == "output_exceeded"]
+        assert len(whole) == 3 and len(cut) == 9, [x["status"] for x in results]
+        assert all(len(x["stdout"]) == MIB for x in whole)
+        assert all(x["stdout"] == "" and "output budget" in x["reason"] for x in cut), cut[0]
+        # a small batch is untouched, and a single run keeps its own budget
+        r = c.post("/v1/sandbox/run_batch", json={"items": [{"code": "print('hi')"} for _ in range(3)]})
+        assert [x["stdout"] for x in r.json()["results"]] == ["hi\n"] * 3

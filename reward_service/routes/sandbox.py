@@ -1,6 +1,9 @@
 """POST /v1/sandbox/run, POST /v1/sandbox/run_batch, GET /v1/sandbox/languages."""
 from __future__ import annotations
 
+import asyncio
+import json
+from collections.abc import Awaitable
 from typing import Any
 
 from fastapi import APIRouter, Depends
@@ -11,7 +14,8 @@ from reward_service.deps import AdmissionDep, SettingsDep
 from reward_service.errors import ApiError
 from reward_service.sandbox_models import LanguageOut, RunBatchIn, RunBatchOut, RunIn, RunOut
 from reward_service.settings import SandboxSettings
-from sandbox.api import Limits, RunRequest
+from sandbox.api import Limits, RunRequest, RunResult, RunStatus
+from sandbox.fairslots import run_source
 from sandbox.languages import canonical_name, source_file
 from sandbox.limits import over_caps
 from sandbox.paths import collect_problem, files_problem, path_problem
@@ -62,9 +66,43 @@ def to_request(s: SandboxSettings, backend: Any, item: RunIn, loc: list[Any]) ->
     return item.to_request(language, limits)
 
 
-async def admitted_run(gate: AdmissionGate, backend: Any, requests: list[RunRequest]) -> list[Any]:
+async def admitted_run(gate: AdmissionGate, backend: Any, requests: list[RunRequest],
+                       output_budget: int | None = None) -> list[Any]:
+    """Run the admitted requests; with ``output_budget``, each result is charged its output as it finishes, so the
+    server never holds (nor sends) more than the budget of the request's output plus what is still running: a batch
+    of thousands of programs each printing its own budget would otherwise be held whole until the last one ends."""
     with gate.admit(len(requests)):
-        return list(await backend.run_many(requests))
+        if output_budget is None:
+            return list(await backend.run_many(requests))
+        left = [output_budget]
+        token = run_source.set(run_source.get() or object())  # one source taking its turns, as run_many does
+        try:
+            return list(await asyncio.gather(*(_charged(backend.run(r), left) for r in requests)))
+        finally:
+            run_source.reset(token)
+
+
+async def _charged(run: Awaitable[RunResult], left: list[int]) -> RunResult:
+    result = await run
+    size = _sent_size(result)
+    if size <= left[0]:
+        left[0] -= size
+        return result
+    left[0] = 0  # later, smaller items do not slip in: every item past the budget is told the same
+    result.stdout = result.stderr = result.compile_output = ""
+    result.files = {}
+    if result.status is RunStatus.OK:
+        result.status = RunStatus.OUTPUT_EXCEEDED
+    result.truncated = True
+    note = "output dropped: the request's output budget (sandbox_max_request_output_bytes) was spent"
+    result.reason = f"{result.reason}; {note}" if result.reason else note
+    return result
+
+
+def _sent_size(result: RunResult) -> int:
+    """The result's output as the answer carries it (JSON text: a NUL is six bytes, not one)."""
+    texts = [result.stdout, result.stderr, result.compile_output, *result.files, *result.files.values()]
+    return sum(len(json.dumps(text)) for text in texts)
 
 
 @router.post("/v1/sandbox/run", response_model=RunOut)
@@ -85,7 +123,7 @@ async def run_batch(body: RunBatchIn, settings: SettingsDep, gate: AdmissionDep)
         raise ApiError(413, f"batch of {n} items exceeds the limit of {settings.limits.max_batch_items}; split it",
                        loc=["items"])
     reqs = [to_request(settings.sandbox, backend, item, loc=["items", i]) for i, item in enumerate(body.items)]
-    results = await admitted_run(gate, backend, reqs)
+    results = await admitted_run(gate, backend, reqs, settings.sandbox.max_request_output_bytes)
     return RunBatchOut(results=[RunOut.of(r, item.id) for r, item in zip(results, body.items)])
 
 
