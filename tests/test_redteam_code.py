@@ -181,3 +181,15 @@ def test_a_program_that_raises_still_passes_a_bare_except(runner: CodeRunner) ->
     assert v.score == 1.0, v.details["tests"]
     v = runner.verify(honest, SWALLOW_ATTACKS["outside any test"][0])
     assert v.score == 1.0, v.details["tests"]
+
+
+# ------------------------------------------------------------------------------------------ value decoding
+
+@needs_bwrap
+def test_a_complex_with_non_finite_parts_is_a_value_not_a_broken_protocol(runner: CodeRunner) -> None:
+    """The candidate's encoder tags a non-finite part ({"$f": "inf"}); the judge read the parts with float() and
+    called the honest answer a broken protocol (an error, the program stopped)."""
+    reference = {"test_list": ["import math\nassert f(1) == complex(math.inf, 1)", "assert f(2) == complex(2, 0)"]}
+    v = runner.verify("def f(x):\n    return complex(float('inf'), 1) if x == 1 else complex(x, 0)\n", reference)
+    assert v.score == 1.0, v.details["tests"]
+    assert runner.verify("def f(x):\n    return complex(0, 0)\n", reference).score == 0.0

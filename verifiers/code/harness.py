@@ -207,8 +207,11 @@ def from_wire(data: "Any", resolve: "Callable[[int], object]", depth: int = 0,
         import binascii
 
         return binascii.a2b_base64(body)
-    if tag == "$c":
-        return complex(float(body[0]), float(body[1]))
+    if tag == "$c":  # a non-finite part comes tagged, as any float does
+        real, imag = (from_wire(part, resolve, depth + 1, admit) for part in body)
+        if type(real) is not float or type(imag) is not float:
+            raise ValueError("malformed complex")
+        return complex(real, imag)
     if tag == "$r":
         return resolve(int(body))
     if tag == "$bi":
