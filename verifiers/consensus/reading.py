@@ -138,7 +138,8 @@ def read_vote(response: str, *, tail_chars: int, last_number: bool, choice_lette
     distinct = list(dict.fromkeys(canonical(a) for a in answers))
     if len(distinct) > 1 and not spellings_agree(answers, rel_tol):
         reason = f"several different final answers: {', '.join(distinct)[:200]}"
-        if found.method == "tentative":  # "it could be 4; it could also be 5": a hedge whatever the others say
+        # "it could be 4; it could also be 5", "It is 4 or 5": candidates, a hedge whatever the others say
+        if found.method in ("tentative", "closing_sentence"):
             return Unreadable(reason, hedged=True, extracted=shown)
         return several(answers, reason)
     return bucket(answers[-1])

@@ -65,19 +65,41 @@ def final_section(text: str) -> str:
     return text
 
 
-# Where a generation runs past its own turn: an end-of-text token (a server that did not stop on it), or a
-# base model's next few-shot turn ("Question: …", "Q: …") after it has answered.
-_END_OF_TEXT = re.compile(r"<\|(?:endoftext|im_end|eot_id|end|end_of_text)\|>|</s>|<end_of_turn>|<\|im_start\|>")
-_NEXT_TURN = re.compile(r"^[ \t]*(?:#+[ \t]*)?(?:Question|Q|Problem|Human|User|Instruction|Input)[ \t]*\d*[ \t]*[:：]",
+# Where a generation runs past its own turn: a chat template's special token (a server that did not stop on it:
+# <|im_end|>, <|eot_id|>, <|end|>, <|END_OF_TURN_TOKEN|>, DeepSeek's full-width <｜end▁of▁sentence｜>, Gemma's
+# <end_of_turn>, Mistral's </s> and [INST]), a chat role's next line ("User: …"), or a base model's next few-shot turn
+# ("Question: …", "Q: …") after it has answered. A special token names at least three letters, so ``<|x|>`` in
+# math is never one.
+_END_OF_TEXT = re.compile(
+    r"<[|\uff5c](?=[^|\uff5c<>\n]{0,40}?[A-Za-z]{3})[A-Za-z\u2581][\w\u2581 ]{1,39}[|\uff5c]>"
+    r"|</s>|<(?:end|start)_of_turn>|\[/?INST\]"
+)
+_ROLE = re.compile(r"^[ \t]*(?:Human|User|USER|Assistant|ASSISTANT|assistant|user|model|system)[ \t]*$")
+_CHAT_TURN = re.compile(r"^[ \t]*(?:Human|User)[ \t]*[:：]", re.MULTILINE)
+_NEXT_TURN = re.compile(r"^[ \t]*(?:#+[ \t]*)?(?:Question|Q|Problem|Instruction|Input)[ \t]*\d*[ \t]*[:：]",
                         re.MULTILINE | re.IGNORECASE)
 
 
+def _before_turn_end(section: str) -> str:
+    """The text before the first special token that follows some of the response's own text (tokens and role
+    names before it, "<|im_start|>assistant", are the template's opening, not an answer)."""
+    last = 0
+    for m in _END_OF_TEXT.finditer(section):
+        if not _ROLE.match(section[last:m.start()]) and section[last:m.start()].strip():
+            return section[:m.start()]
+        last = m.end()
+    return section
+
+
 def own_turn(section: str) -> str:
-    """The response to this prompt only: text after an end-of-text token, or after a new "Question:"/"Q:" turn that
-    follows a stated answer, answers other questions (older base models keep writing few-shot examples)."""
-    m = _END_OF_TEXT.search(section)
-    if m and section[:m.start()].strip():
-        section = section[:m.start()]
+    """The response to this prompt only: text after an end-of-text token, after a chat role's next turn ("User:")
+    once the response has written any value, or after a new "Question:"/"Q:" turn that follows a stated answer,
+    answers other questions (older base models keep writing few-shot examples)."""
+    section = _before_turn_end(section)
+    digit = re.search(r"\d", section)
+    turn = _CHAT_TURN.search(section, digit.end()) if digit else None
+    if turn:
+        section = section[:turn.start()]
     # The first turn marker with a stated answer before it. Whether a prefix states an answer only grows with the
     # prefix (every statement pattern is bounded by its line or its closing brace), so a binary search over the
     # markers finds the same one as trying each in turn, without re-reading ever longer prefixes (quadratic on a
@@ -128,7 +150,31 @@ def _cut_phrase(x: str) -> str:
         return _joined(x, spans, 0)
     cut = _SENTENCE_END.split(x, maxsplit=1)[0].strip()
     stated = _stated_span(cut)
+    if stated is None and not answer_like(cut):
+        stated = _restated_value(cut)
     return stated if stated is not None else cut
+
+
+# A sentence that restates the quantity before giving its value: "The largest $n$ is 34", "The maximum number of
+# points that can be chosen is 19", "The answer to the problem is -\frac{3}{8}" (Minerva's closing line without "the
+# final answer is"). It opens with a determiner, so "correct since x is 5" (a verification) is not one.
+_RESTATES = re.compile(r"^(?:the|this|our|its|his|her|their|each|a|an)\s", re.IGNORECASE)
+_IS = r"\b(?:is|are|equals?|was|were|be)\b"
+_LAST_IS = re.compile(rf"{_IS}\s+(?P<x>(?:(?!{_IS})[^\n]){{1,200}})$", re.IGNORECASE)
+
+
+def _restated_value(sentence: str) -> str | None:
+    """The value a sentence that restates its quantity ends with (see ``_RESTATES``), or None."""
+    if not _RESTATES.match(sentence):
+        return None
+    m = _ENDS_WITH_NUMBER.search(sentence)
+    if m and not any(w.lower() in _NOT_AFTER for w in m.group("rest").split()):
+        return m.group("x")
+    m = _LAST_IS.search(sentence.rstrip(" .!"))
+    if m is None:
+        return None
+    value = m.group("x").strip()
+    return value if answer_like(value) else None
 
 
 def _stated_span(sentence: str) -> str | None:
@@ -194,6 +240,12 @@ _TENTATIVE = re.compile(
     r"|\b(?:or\s+)?(?:maybe|perhaps|possibly)\s++(?:(?:it|the answer)(?:'s|\s+is)\s+)?(?P<y>[^\n;]{1,300})",
     re.IGNORECASE,
 )
+# A heading that names the answer, with the value on the next lines ("### Final Answer\n\n$4$", "**Final Answer**\n5").
+_HEADING = re.compile(
+    r"^[ \t]*(?:#{1,6}[ \t]*)?(?:\*\*)?[ \t]*(?:the[ \t]+)?(?:final[ \t]+)?answer[ \t]*(?:\*\*)?[ \t]*\n"
+    r"(?:[ \t]*\n){0,3}(?P<x>[^\n]{1,300})",
+    re.MULTILINE | re.IGNORECASE,
+)
 _STANDALONE_BOLD = re.compile(r"^[ \t]*(?:[-*>][ \t]+)?\*\*(?P<x>[^*\n]{1,200})\*\*[ \t.]*$", re.MULTILINE)
 # "check our answer: …" shows a verification, not an answer.
 _CHECKING = re.compile(
@@ -207,6 +259,8 @@ _NOT_VALUES = frozenset(
     "okay as that this then therefore thus so the an in to approximately about roughly around exactly presented shown "
     "placed written expressed".split()
 )
+_VERDICT = re.compile(r"(?:not\s+)?(?:correct|incorrect|right|wrong|valid|invalid|verified|confirmed|consistent|"
+                      r"reasonable|plausible|indeed|accurate)\b", re.IGNORECASE)
 # Where a stated value ends and a sentence about it begins ("4 or 5, depending on interpretation").
 _TRAILING_CLAUSE = re.compile(
     r"[,;]?\s+(?:depending|since|because|as|if|assuming|given|which|where|when|so|but|though|although|based|"
@@ -278,6 +332,30 @@ def _phrase_statements(section: str) -> list[Statement]:
     return out
 
 
+def _heading_statements(section: str) -> list[Statement]:
+    """The value under a "Final Answer" heading: a display, or the next line read as an "answer is" phrase."""
+    out = []
+    for m in _HEADING.finditer(section):
+        start = m.start("x")
+        x = m.group("x")
+        if _BOX.search(x):
+            continue  # the box is the statement
+        if x.lstrip().startswith(("\\[", "$$")):
+            displays = display_spans(section[start:start + 4000])
+            if not displays or section[start:start + displays[0].start].strip():
+                continue
+            end = start + displays[0].end
+            if _BOX.search(section, start, end):
+                continue
+            value = displays[0].body.strip()
+        else:
+            value = _TRAILING_CLAUSE.split(_cut_phrase(x), maxsplit=1)[0].strip()
+            end = m.end("x")
+        if value and answer_like(value):
+            out.append(Statement(start, end, stated_value(value), "answer_phrase"))
+    return out
+
+
 def _closing_braces(text: str) -> dict[int, int]:
     """Index of each unescaped ``{`` → index of its matching ``}``, in one pass with a stack (an unclosed brace has
     no entry). Rescanning from every box opening instead is quadratic on a flood of ``\\boxed{``."""
@@ -320,6 +398,7 @@ def committed_statements(section: str) -> list[Statement]:
     marked = bool(found)
     # Beside a box or "####", a phrase counts when it states math ("the answer is 5"), not a word ("… is yes").
     found += [p for p in phrases if answer_like(p.text) and not (marked and text_only(p.text))]
+    found += _heading_statements(section)
     found += [Statement(m.start(), m.end(), m.group("x").strip(), "bold") for m in _STANDALONE_BOLD.finditer(section)
               if _pure_value(m.group("x"))]
     found += [Statement(m.start("x"), m.end("x"), m.group("x").strip(), "answer_phrase")
@@ -339,8 +418,9 @@ def committed_statements(section: str) -> list[Statement]:
                 kept, unmarked = [k for k in kept if k.method in _MARKED], 0
         kept.append(st)
         unmarked += st.method not in _MARKED
-    if not kept and phrases:  # only sentence-like phrases: the last one, as stated
-        kept = [phrases[-1]]
+    remarks = [p for p in phrases if not _VERDICT.match(p.text)]  # "so our answer is correct" states no answer
+    if not kept and remarks:  # only sentence-like phrases: the last one, as stated
+        kept = [remarks[-1]]
     if any(canonical(k.text) for k in kept):
         kept = [k for k in kept if canonical(k.text)]
     return kept
@@ -405,8 +485,11 @@ def extract(text: str, *, last_number: bool = True, choice_letters: bool = False
     section = own_turn(escape_currency(final_section(text)))
     stated = committed_statements(section)
     if stated:
-        after = tentative_answers(section[stated[-1].start:])
+        after = tentative_answers(section[stated[-1].start:]) or closing_alternatives(section[stated[-1].end:])
         return Extraction([st.text for st in stated] + after, _method(stated))
+    hedged = closing_alternatives(section)
+    if hedged:
+        return Extraction(hedged, "closing_sentence")
     found = _weak_extraction(section, last_number=last_number, choice_letters=choice_letters)
     last_par = last_paragraph(section)
     candidates = [part for t in tentative_answers(last_par) for part in (split_alternatives(t) or [t])]
@@ -415,12 +498,65 @@ def extract(text: str, *, last_number: bool = True, choice_letters: bool = False
     return found
 
 
+# What leads into the candidates of a closing sentence ("It is 18 or 19", "Probably 6 (or 8).", "I think it's 101,
+# or maybe 91", "Either 9 or 10, depending on how we count", "so -9 or 1"); the sentence's start leads too ("29 or 3").
+_OR_LEAD = re.compile(
+    r"\b(?:is|are|be|was|were|equals?|either|probably|maybe|perhaps|possibly|likely|so|thus|hence|therefore|"
+    r"gets?|got|gives?|answer)\b|'s\b|=|:",
+    re.IGNORECASE,
+)
+_OR = re.compile(r"[ \t]*,?[ \t]*\(?[ \t]*\bor\b[ \t]+(?:maybe[ \t]+|perhaps[ \t]+|possibly[ \t]+|else[ \t]+)?",
+                 re.IGNORECASE)
+_VAGUE = re.compile(r"^(?:about|around|approximately|roughly|either|probably|maybe|perhaps|possibly|likely)\s+",
+                    re.IGNORECASE)
+# A part that is a value: a number, math, a command; never a bound ("3 or more") or a word.
+_VALUE_PART = re.compile(r"[\d\\$]")
+
+
+def closing_alternatives(region: str) -> list[str]:
+    """Two or more different candidate values in the region's closing sentence, however they are written (with or
+    without math markup): a hedge, as "The answer is 18 or 19" is. Empty when the closing sentence offers none."""
+    lines = region.strip()[-400:].splitlines()
+    if not lines:
+        return []
+    sentences = [x for x in _SENTENCES.split(lines[-1].strip()) if x.strip()]
+    last = sentences[-1].strip() if sentences else ""
+    first_or = _OR.search(last)
+    if first_or is None:
+        return []
+    inside = [(sp.start, sp.end) for sp in math_spans(last)]
+    leads = [0] + [m.end() for m in _OR_LEAD.finditer(last, 0, first_or.start())
+                   if not any(a < m.start() < b for a, b in inside)]  # never split a span: "$x = 1$ or $x = 2$"
+    for lead in leads:
+        tail = _TRAILING_CLAUSE.split(last[lead:], maxsplit=1)[0].strip().rstrip(".!)").strip()
+        parts = [unwrap(p.strip(" ,;()")) for p in _OR.split(_VAGUE.sub("", tail, count=1))]
+        if len(parts) > 1 and all(_VALUE_PART.search(p) and (answer_like(p) and not text_only(p) or _COUNT.match(p))
+                                  for p in parts):
+            return parts if len({canonical(p) for p in parts}) > 1 else []
+    return []
+
+
+_ARROW = re.compile(
+    r"^[ \t]*(?:=+>|->|⇒|→|⟹|\\(?:Rightarrow|implies|Longrightarrow|to)(?![A-Za-z]))[ \t]*(?P<x>[^\n]{1,300})$"
+)
+
+
 def _weak_extraction(section: str, *, last_number: bool, choice_letters: bool) -> Extraction | None:
     """When no final answer is stated: the strongest other signal of one."""
     tail = section.strip()[-600:]
     bolds = [b for b in _BOLD.findall(tail) if not b.rstrip().endswith(":")]  # "**Conclusion:**" is a heading
     if bolds:
         return Extraction([bolds[-1]], "bold")
+    lines = section.strip().splitlines()
+    arrow = _ARROW.match(lines[-1]) if lines else None
+    if arrow:  # "=> 8", "\\Rightarrow x = 5": the value the working arrives at
+        value = _cut_phrase(arrow.group("x"))
+        if answer_like(value):
+            return Extraction([stated_value(value)], "arrow")
+    closing = re.split(r"\n[ \t]*\n", section.strip())[-1].strip()
+    if len(closing) <= 120 and "\n" not in closing and _pure_value(closing) and (
+            choice_letters or not _LONE_SYMBOL.fullmatch(unwrap(closing))):
+        return Extraction([closing], "last_line")  # a value alone in the closing paragraph: "...\n\n(-2,1)"
     last_par = last_paragraph(section)
     stated = _concluding_value(last_par)
     if stated:
@@ -477,8 +613,14 @@ _ENDS_WITH_NUMBER = re.compile(
 # "AB = 4 and CD = 5.": several named values that end a sentence, stated together.
 _NAMED_VALUE = r"(?<![\w|])[A-Za-z|][\w|()']{0,12}\s*=\s*-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?"
 _NAMED_VALUES = re.compile(rf"(?P<x>{_NAMED_VALUE}(?:\s*(?:,|;|\band\b|,\s*and\b)\s*{_NAMED_VALUE})+)\s*[.!]?\s*$")
+# "So he needs 1 paper and 2 bins.": several counted quantities that end a sentence, stated together (a list; against
+# one value, a hedge).
+_COUNTED = r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?[ \t]+[A-Za-z][a-z'\-]*(?:[ \t]+[a-z][a-z'\-]*)?"
+_COUNTED_VALUES = re.compile(rf"(?P<x>{_COUNTED}(?:[ \t]*(?:,|,?[ \t]+and\b)[ \t]*{_COUNTED})+)[ \t]*[.!]?[ \t]*$")
+# A number and its unit or noun ("19 widgets"), as a closing sentence's candidate.
+_COUNT = re.compile(rf"{_COUNTED}$")
 # "We get (p, q) = (3, 2).": a plain-text sentence whose last "=" gives the value.
-_LAST_EQUALS = re.compile(r"=\s*(?P<x>[^=]{1,60}?)\s*[.!]?\s*$")
+_LAST_EQUALS = re.compile(r"=(?!>)\s*(?P<x>[^=]{1,60}?)\s*[.!]?\s*$")
 
 
 def _concluding_value(paragraph: str) -> str | None:
@@ -489,7 +631,7 @@ def _concluding_value(paragraph: str) -> str | None:
     if not sentences:
         return None
     last = sentences[-1].strip()
-    m = _NAMED_VALUES.search(last)
+    m = _NAMED_VALUES.search(last) or _COUNTED_VALUES.search(last)
     if m:
         return m.group("x").strip()
     m = _ENDS_WITH_NUMBER.search(last)

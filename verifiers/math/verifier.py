@@ -366,7 +366,7 @@ def _statement_value(gold: Gold, body: str, rel_tol: float) -> Decision | None:
 
 class MathVerifier(Verifier[MathOptions]):
     name = "math"
-    version = "1"
+    version = "2"
     description = (
         "Final-answer math checking: extraction (boxed, 'answer is', ####, bold, $...$, bare LaTeX, plain text, "
         "last number) and equivalence (string, exact numeric, symbolic with sympy); hedging is rejected."

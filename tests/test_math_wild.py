@@ -1,0 +1,189 @@
+"""The math verifier on short, messy outputs from the wild, one group per failure class: chains of equalities,
+Minerva closings that restate the quantity, prices in the closing statement, sets written several ways, decimal
+commas in golds, answers left unevaluated, golds that are worked solutions, and hedges written without math markup.
+Where a class can be built on real data (GSM8K's worked solutions, MATH-500's golds and solutions under
+../shared/data), it is; each acceptance is paired with the rejections that keep it from being a loophole."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from verifiers.math.extract import closing_alternatives, extract, final_statements, own_turn, reference_answer
+from verifiers.math.verifier import MathVerifier
+from verifiers.types import InvalidReference, Status
+
+V = MathVerifier()
+OPTS = V.parse_options({})
+
+
+def score(response: str, reference: object) -> float | None:
+    try:
+        return V.check(response, reference, OPTS).score
+    except InvalidReference:
+        return None
+
+
+def status(response: str, reference: object) -> Status:
+    return V.check(response, reference, OPTS).status
+
+
+def load(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def gsm8k(shared_data: Path) -> list[dict]:
+    path = shared_data / "math" / "gsm8k.test.jsonl"
+    if not path.exists():
+        pytest.skip("gsm8k.test.jsonl is absent")
+    return load(path)[100:160]
+
+
+@pytest.fixture(scope="module")
+def math500(shared_data: Path) -> list[dict]:
+    path = shared_data / "math" / "math500.test.jsonl"
+    if not path.exists():
+        pytest.skip("math500.test.jsonl is absent")
+    return load(path)
+
+
+def _gsm(row: dict) -> tuple[str, str]:
+    body, gold = (part.strip() for part in row["answer"].rsplit("####", 1))
+    return body, gold.replace(",", "")
+
+
+# --- 2. Minerva closings that restate the quantity, and the chat template's next turn ------------------------------
+
+TAILS = [
+    "<|im_start|>user\nNow find the smallest one.",
+    "<|im_end|>\n<|im_start|>user\nThanks! What about 35?<|im_end|>",
+    "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nWhat is 12 * 12?<|eot_id|>",
+    "</s><s>[INST] Now compute 12 + 30. [/INST]",
+    "<\uff5cend\u2581of\u2581sentence\uff5c><\uff5cUser\uff5c>Find 3 + 4.",
+    "<|end|>\n<|user|>\nWhat is 100 divided by 4?<|end|>",
+    "<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|USER_TOKEN|>How many sides does a hexagon have? 6",
+    "<end_of_turn>\n<start_of_turn>user\nAnd 9 squared?",
+    "\n\nUser: great, now what is 2 to the power 10?\nAssistant: 1024",
+    "",
+]
+
+
+@pytest.mark.parametrize("tail", TAILS)
+@pytest.mark.parametrize("closing", [
+    "Final Answer: The largest $n$ is {v}.",
+    "Final Answer: The maximum number of points that can be chosen is {v}.",
+    "Final answer: the largest such $n$ equals {v}.",
+    "**Final Answer:** The required number is ${v}$.",
+    "Final Answer: The largest $n$ for which this holds is $n = {v}$.",
+    "### Final Answer\n\n${v}$",
+    "=> {v}",
+    "ans: {v}",
+])
+def test_closing_statements_followed_by_the_next_turn(closing: str, tail: str) -> None:
+    response = "Checking each case in turn, the condition fails first at the next value.\n\n" + closing.format(v=34)
+    assert score(response + tail, "34") == 1.0
+    assert score(response + tail, "35") == 0.0
+
+
+def test_the_turn_ends_at_special_tokens_and_chat_roles_only() -> None:
+    assert own_turn("<|im_start|>assistant\nThe answer is 5<|im_end|>\n<|im_start|>user\n7") == \
+        "<|im_start|>assistant\nThe answer is 5"
+    assert own_turn("We need $0 <|x_1|> 3$ here.") == "We need $0 <|x_1|> 3$ here."  # |x_1| in math is no token
+    assert own_turn("User: restated problem with 3 apples") == "User: restated problem with 3 apples"
+    assert own_turn("So 17 apples.\n\nUser: and 4?") == "So 17 apples.\n\n"
+
+
+def test_minerva_closings_on_real_gsm8k_solutions(gsm8k: list[dict]) -> None:
+    """Real solutions (prices, calculator annotations) closed the way Minerva-style prompts make models close them,
+    each followed by a chat template's next turn that holds other numbers."""
+    for i, row in enumerate(gsm8k):
+        body, gold = _gsm(row)
+        other = _gsm(gsm8k[(i + 3) % len(gsm8k)])[1]
+        tail = TAILS[i % len(TAILS)]
+        for closing in (f"Final Answer: The total is {gold}.", f"Final Answer: The number of items is ${gold}$.",
+                        f"**Final Answer**\n\n{gold}"):
+            response = f"{body}\n\n{closing}{tail}"
+            assert score(response, gold) == 1.0, response
+            if other != gold:
+                assert score(response, other) == 0.0, response
+
+
+def test_a_verification_remark_is_not_the_answer() -> None:
+    response = ("We may check our answer: $17 \\cdot 44 = 748$, so our answer is correct.\n\n"
+                "Thus, the modular inverse is $44$.")
+    assert score(response, "44") == 1.0
+
+
+# --- 8. hedges without math markup ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("response", [
+    "It is 18 or 19",
+    "so 18 or 19",
+    "18 or 19",
+    "The answer is 18 or 19.",
+    "The number is either 18 or 19.",
+    "It's 18, or possibly 19",
+    "I think it's 18, or maybe 19.",
+    "So the answer must be 18 (or 19).",
+    "Either 18 or 19, depending on how we count.",
+    "We get $x = 18$ or $x = 19$.",
+    "Hence n = 18 or n = 19.",
+    "Final Answer: The largest $n$ is 18 or 19.",
+    "The answer is \\boxed{19}. Though it could be 18 or 19.",
+    "Thus $n = 19$.\n\nSo it is 18 or 19",
+])
+def test_two_candidates_in_the_closing_sentence_are_a_hedge(response: str) -> None:
+    for gold in ("18", "19"):
+        verdict = V.check(response, gold, OPTS)
+        assert (verdict.status, verdict.score) == (Status.REJECTED, 0.0), (response, gold, verdict.reason)
+
+
+@pytest.mark.parametrize("response, gold", [
+    ("It is 19, or 19.0 written as a decimal.", "19"),  # one value
+    ("Only $49$ has a remainder of 1 when divided by 2, 3, 4, or 6.", "49"),  # a condition, not candidates
+    ("We get $x = 2$ or $x = 3$.", "2, 3"),  # the roots of a multi-valued gold
+    ("The answer is $\\boxed{19}$.\n\nCheck: 19 is odd, so it is not 18 or 20.", "19"),
+])
+def test_or_that_offers_no_alternative_answer_is_not_a_hedge(response: str, gold: str) -> None:
+    assert score(response, gold) == 1.0
+
+
+def test_closing_alternatives_read_the_closing_sentence_only() -> None:
+    assert closing_alternatives("It could be 3 or 4 at first. After checking, the count is 19.") == []
+    assert closing_alternatives("Probably 2516_8 (or 40_9).") == ["2516_8", "40_9"]
+    assert closing_alternatives("The total is 19 or more.") == []
+
+
+def test_hedges_on_real_gsm8k_solutions(gsm8k: list[dict]) -> None:
+    for row in gsm8k:
+        body, gold = _gsm(row)
+        wrong = str(int(gold) + 1)
+        for closing in (f"It is {gold} or {wrong}", f"so {wrong} or {gold}", f"Probably {gold} (or {wrong})."):
+            assert score(f"{body}\n\n{closing}", gold) == 0.0, closing
+        assert score(f"{body}\n\nIt is {gold}", gold) == 1.0
+
+
+# --- the new readers stay linear on floods ------------------------------------------------------------------------
+
+def test_new_readers_are_linear_on_floods() -> None:
+    floods = [
+        "Final Answer\n" * 30_000,
+        "<|im_end|>" * 30_000,
+        "<|" * 100_000,
+        "User: 1\n" * 30_000,
+        "1 or " * 40_000,
+        "It is 1 or 2. " * 20_000,
+        "=> " * 60_000,
+        "\\begin{pmatrix}" * 20_000,
+        "1 apple and " * 20_000,
+        "Final Answer: The largest " + "n is " * 40_000,
+    ]
+    for text in floods:
+        started = time.perf_counter()
+        extract(text)
+        final_statements(text)
+        reference_answer(text[:20_000])
+        assert time.perf_counter() - started < 3, text[:30]
