@@ -268,12 +268,25 @@ def test_a_named_quantity_with_the_gold_value_is_accepted(response: str, referen
 
 
 @pytest.mark.parametrize("response, reference", [
+    (r"We add: $x = 5+5+1 = 7 = 11$", "x = 11"),  # a slip on the way: the last value is the stated one
+    (r"We add: $x = 5+5+1 = 7 = 11$", "11"),
+    (r"$x = 1 = 5$", "5"),
+    (r"$20 \times 2 = 41 = 40$", "40"),
+    (r"\boxed{n = 3 \cdot 4 = 12}", "n = 12"),
+])
+def test_a_chain_states_its_last_value(response: str, reference: str) -> None:
+    assert accepted(response, reference)
+
+
+@pytest.mark.parametrize("response, reference", [
     (r"Thus $AB = 8$", "7"),
-    (r"$4 = 5$", "5"),  # a false statement, not a named value
-    (r"$x = 1 = 5$", "5"),  # a chain states several values
+    (r"$4 = 5$", "4"),  # a chain states its last value only: listing values gains nothing
+    (r"$x = 1 = 5$", "1"),
+    (r"$20 \times 2 = 41 = 40$", "41"),
+    (r"$x = 5 + 5 + 1 = 11 = 7$", "x = 11"),
+    (r"$y = 5 + 5 + 1 = 7 = 11$", "x = 11"),  # the chain names another quantity
     (r"\boxed{x \le 5}", "5"),
     (r"\boxed{y = 5}", "y = 2x + 5"),  # an equation gold is compared as an equation
-    (r"$20 \times 2 = 41 = 40$", "40"),  # a computation whose steps disagree
     ("The answer is at least 7 apples.", "7"),
     ("The answer is not 7 apples.", "7"),
     ("The answer is 3 times 7 apples.", "7"),

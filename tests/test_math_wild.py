@@ -6,6 +6,7 @@ Where a class can be built on real data (GSM8K's worked solutions, MATH-500's go
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -53,6 +54,50 @@ def math500(shared_data: Path) -> list[dict]:
 def _gsm(row: dict) -> tuple[str, str]:
     body, gold = (part.strip() for part in row["answer"].rsplit("####", 1))
     return body, gold.replace(",", "")
+
+
+# --- 1. a chain ends in the stated value --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("response, gold", [
+    ("We add: $x = 5+5+1 = 7 = 11$", "x = 11"),
+    ("We add: $x = 5+5+1 = 7 = 11$", "11"),
+    ("So x=5+5+1=7=11.", "x=11"),
+    ("\\boxed{x = 5+5+1 = 7 = 11}", "x = 11"),
+    ("\\[ x = 5+5+1 = 7 = 11 \\]", "11"),
+    ("Total = 5 + 6 = 11 apples", "11"),
+    ("so $n = 2 \\cdot 17 = 34$", "n = 34"),
+])
+def test_a_chain_states_its_last_value(response: str, gold: str) -> None:
+    assert score(response, gold) == 1.0
+
+
+@pytest.mark.parametrize("response, gold", [
+    ("So $x = 5+5+1 = 11 = 12$", "x = 11"),  # only the last value is compared
+    ("So $m = 2 \\cdot 17 = 34$", "n = 34"),  # the chain names another quantity
+    ("We add: $x = 5+5+1 = 7 = 11$", "7"),
+])
+def test_a_chain_is_no_loophole(response: str, gold: str) -> None:
+    assert score(response, gold) == 0.0
+
+
+def test_chains_on_real_gsm8k_computations(gsm8k: list[dict]) -> None:
+    """The last calculator annotation of each real solution ("<<16-3-4=9>>") written as a named chain, once with a
+    slip inside it: the right gold (bare and named) scores 1, another problem's gold 0."""
+    checked = 0
+    for i, row in enumerate(gsm8k):
+        body, gold = _gsm(row)
+        calls = re.findall(r"<<([^=<>]+)=([^<>]+)>>", body)
+        if not calls or calls[-1][1] != gold:
+            continue
+        expr = calls[-1][0].replace("*", " \\cdot ")
+        other = _gsm(gsm8k[(i + 1) % len(gsm8k)])[1]
+        for response in (f"So $x = {expr} = {gold}$.", f"Thus $x = {expr} = {int(gold) + 3} = {gold}$"):
+            assert score(response, gold) == 1.0, response
+            assert score(response, f"x = {gold}") == 1.0, response
+            if other != gold:
+                assert score(response, other) == 0.0, response
+        checked += 1
+    assert checked >= 30
 
 
 # --- 2. Minerva closings that restate the quantity, and the chat template's next turn ------------------------------

@@ -344,24 +344,38 @@ def _statement_value(gold: Gold, body: str, rel_tol: float) -> Decision | None:
     """The value a final statement gives, against a value gold: ``AB = 7``, ``f(2) = 5``,
     ``\\cos \\angle RPS = -24/25``, a computation ``\\text{Total} = 20 \\times 2 = 40``, a sentence with one number
     ("Verna received $7.00 in change", "12 tomatoes"). Only ever accepts (a miss falls through to the usual comparison
-    of the whole statement); never when the gold is itself an equation or relation, and never when a side that is a
-    number states another value (``4 = 5``, ``x = 1 = 5``)."""
-    if gold.words is not None or equation_sides(gold.text) is not None:
+    of the whole statement). A chain states its last value (``x = 1 = 5`` states 5, never 1). Against a gold that is
+    itself an equation, only a chain that names the gold's quantity (``_named_chain``)."""
+    if gold.words is not None:
         return None
+    gold_sides = equation_sides(gold.text)
+    if gold_sides is not None:
+        return _named_chain(gold, gold_sides, body, rel_tol)
     sides = equation_sides(body)
     if sides is not None:
+        # A chain states its last value; the sides before it are working ("x = 5+5+1 = 7 = 11": a slip on the way
+        # is not a second answer, and only the last value is ever compared, so listing values gains nothing).
         decision = compare(gold, sides[-1], rel_tol)
-        if decision.equal and not decision.hedged and len(sides) > 1 and all(
-            names_a_quantity(side) or compare(gold, side, rel_tol).equal for side in sides[:-1]
-        ):
-            return decision
-        return None
+        return decision if decision.equal and not decision.hedged else None
     if gold.number is not None:
         number = lone_number(body)
         if number is not None and number != body.strip():
             decision = compare(gold, number, rel_tol)
             return decision if decision.equal else None
     return None
+
+
+def _named_chain(gold: Gold, gold_sides: list[str], body: str, rel_tol: float) -> Decision | None:
+    """A chain ``x = 5+5+1 = 7 = 11`` against a gold that names its value (``x = 11``): the same name, and the
+    chain's last value. Only accepts; a chain that names another quantity falls through to the usual comparison."""
+    sides = equation_sides(body)
+    if gold.named_value is None or sides is None or len(sides) < 3 or canonical(sides[0]) != canonical(gold_sides[0]):
+        return None
+    try:
+        decision = compare(parse_gold(gold.named_value), sides[-1], rel_tol)
+    except InvalidReference:
+        return None
+    return decision if decision.equal and not decision.hedged else None
 
 
 class MathVerifier(Verifier[MathOptions]):
