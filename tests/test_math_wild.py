@@ -162,6 +162,48 @@ def test_a_verification_remark_is_not_the_answer() -> None:
     assert score(response, "44") == 1.0
 
 
+# --- 4. sets written several ways -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("response, gold, expected", [
+    ("The solutions are $\\boxed{-2,1}$.", "$\\boxed{1}$ and $\\boxed{-2}$", 1.0),
+    ("The solutions are $\\boxed{-2,1}$.", "\\boxed{1} and \\boxed{-2}", 1.0),
+    ("The solutions are $x=-2$ and $x=1$.", "$\\boxed{1}$, $\\boxed{-2}$", 1.0),
+    ("The solution is $\\boxed{-2}$.", "$\\boxed{1}$ and $\\boxed{-2}$", 0.0),
+    ("The answer is $(1,3)$.", "\\{1,3\\}", 1.0),  # a gold that is a set of solutions
+    ("The answer is $\\boxed{(3,1)}$.", "{1,3}", 1.0),
+    ("The answer is $\\boxed{(1,3)}$.", "\\{1,3,5\\}", 0.0),
+    ("The answer is $[1,3]$.", "\\{1,3\\}", 0.0),  # brackets write a closed interval
+    ("The answer is $\\{1,3\\}$.", "(1,3)", 0.0),  # the gold is an interval or a point, not a set
+    ("The answer is $\\{1,3\\}$.", "[1,3]", 0.0),
+    ("The answer is 1 papers and 2 bins.", "1, 2", 1.0),
+    ("The answer is $\\boxed{1, 2}$.", "1 papers and 2 bins", 1.0),
+    ("So he needs 1 paper and 2 bins.", "1, 2", 1.0),
+    ("The answer is 1 papers and 3 bins.", "1 papers and 2 bins", 0.0),
+])
+def test_sets_written_several_ways(response: str, gold: str, expected: float) -> None:
+    assert score(response, gold) == expected
+
+
+def test_a_list_of_counted_quantities_against_one_value_is_a_hedge() -> None:
+    assert status("So he needs 1 paper and 2 bins.", "2") is Status.REJECTED
+    assert status("The answer is 1 papers and 2 bins.", "1") is Status.REJECTED
+
+
+def test_math500_multi_answer_golds_as_boxes_and_sets(math500: list[dict]) -> None:
+    """MATH-500's comma-list golds (roots, solution sets) written as several boxes or as a set, against the values
+    listed in another order: accepted; against one of the values only: not."""
+    multi = [r["answer"] for r in math500 if re.fullmatch(r"-?\w+(?:\s*,\s*-?\w+)+", r["answer"])
+             and not re.fullmatch(r"\d{1,3}(?:,\d{3})+", r["answer"])]  # "58,500" is one number
+    assert len(multi) >= 3
+    for gold in multi:
+        parts = [p.strip() for p in gold.split(",")]
+        rev = ", ".join(reversed(parts))
+        for written in (" and ".join(f"$\\boxed{{{p}}}$" for p in parts), f"\\{{{gold}\\}}"):
+            assert score(f"The solutions are $\\boxed{{{rev}}}$.", written) == 1.0, (gold, written)
+            assert score(f"The solutions are $({rev})$.", written) == 1.0, (gold, written)
+            assert score(f"The solution is $\\boxed{{{parts[0]}}}$.", written) == 0.0, (gold, written)
+
+
 # --- 8. hedges without math markup ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("response", [

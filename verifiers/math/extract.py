@@ -720,7 +720,10 @@ def split_alternatives(answer: str) -> list[str]:
     return [_ADDITIVE_START.sub("", p.strip(), count=1) for p in parts if p.strip()]
 
 
-_SEPARATORS = re.compile(r"[\s,;.]*(?:(?:and|or|\\text\{\s*(?:and|or)\s*\}|\\q?quad)[\s,;.]*)*", re.IGNORECASE)
+# What stands between the boxes or spans of a list: punctuation, "and"/"or", spacing, and the math delimiters around
+# each box ("$\\boxed{1}$ and $\\boxed{-2}$").
+_SEPARATORS = re.compile(r"[\s,;.$]*(?:(?:\\[()\[\]]|and|or|\\text\{\s*(?:and|or)\s*\}|\\q?quad)[\s,;.$]*)*",
+                         re.IGNORECASE)
 _STATES = re.compile(r"(?:\bis|\bare|\bequals?|:|=)\s*$", re.IGNORECASE)
 
 
@@ -738,7 +741,8 @@ def reference_answer(reference: str) -> str:
             if not _SEPARATORS.fullmatch(text[prev.end:group[0].start]):
                 break
             group.insert(0, prev)
-        text = ", ".join(b.text.strip() for b in group) if len(group) > 1 else group[0].text
+        # several boxes are several solutions: a set
+        text = f"\\{{{', '.join(b.text.strip() for b in group)}\\}}" if len(group) > 1 else group[0].text
     elif "####" in text:
         text = text.rsplit("####", 1)[1]
     else:

@@ -334,6 +334,27 @@ _TEXT_GROUP = re.compile(r"\\(?:text\w*|mbox|mathrm|operatorname)\s*\{[^{}]*\}")
 _PROSE_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}")
 
 
+_UNIT_ITEM = re.compile(r"\s*(?:\\\$\s*)?(-?\d[\d,]*(?:\.\d+)?)\s+[A-Za-z][A-Za-z'\-]*(?:\s+[A-Za-z][A-Za-z'\-]*)?\s*")
+_ITEM_GLUE = re.compile(r"\s*(?:,\s*and\b|,|;|\band\b)\s*")
+
+
+def unit_list(text: str) -> str | None:
+    """Quantities each written with its own unit or name ("1 papers and 2 bins", "3 red, 4 blue") as the list of
+    their numbers ("1, 2"); None unless every part is a number followed by one or two words."""
+    if len(text) > 300:
+        return None
+    parts = _ITEM_GLUE.split(text.strip().rstrip("."))
+    if len(parts) < 2:
+        return None
+    numbers = []
+    for part in parts:
+        m = _UNIT_ITEM.fullmatch(part)
+        if m is None or any(w.lower() in _QUALIFIERS for w in part.split()):
+            return None
+        numbers.append(m.group(1))
+    return ", ".join(numbers)
+
+
 def is_prose(answer: str) -> bool:
     """A sentence written as if it were math (``arrived at through careful consideration of …``): three or more
     words outside ``\\text{}`` and command names. The LaTeX parser would read it as a product of letters."""

@@ -25,6 +25,7 @@ from verifiers.math.normalize import (
     split_condition,
     split_top_level,
     text_content,
+    unit_list,
     unwrap,
     well_formed,
 )
@@ -109,6 +110,7 @@ def parse_gold(reference: str) -> Gold:
     body, condition = split_condition(text)
     if not canonical(body):
         raise InvalidReference("reference answer is empty")
+    body = unit_list(body) or body  # "1 papers and 2 bins" lists the numbers 1, 2
     number = parse_number(body)
     words = None if number is not None else text_content(body)
     # A yes/no gold that states no value: its polarity is the answer ("Yes, such an n exists" against "yes").
@@ -203,11 +205,13 @@ def compare(gold: Gold, answer: str, rel_tol: float) -> Decision:
         return Decision(False, "condition", note="the answer's quantifier/condition differs from the reference's")
     if canonical(body) == gold.key:
         return Decision(True, "string")
+    body = unit_list(body) or body
     stated = (_named_list(gold, body, rel_tol) or _statement_value(gold, body, rel_tol)
               or _named_gold_value(gold, body, rel_tol))
     if stated is not None:
         return stated
-    listed = _list_as_tuple(gold, body, rel_tol) or _as_intervals(gold, body, rel_tol)
+    listed = (_list_as_tuple(gold, body, rel_tol) or _as_intervals(gold, body, rel_tol)
+              or _set_as_listing(gold, body, rel_tol))
     if listed is not None:
         return listed
     comma_decimal = _DECIMAL_COMMA.fullmatch(body.strip())
@@ -242,6 +246,25 @@ def compare(gold: Gold, answer: str, rel_tol: float) -> Decision:
 
 
 _DECIMAL_COMMA = re.compile(r"-?\d+,(?:\d{1,2}|\d{4,})")
+_SET_LITERAL = re.compile(r"^\s*(?:\\left\s*)?\\?\{(?P<inner>.*?)(?:\\right\s*)?\\?\}\s*$", re.DOTALL)
+
+
+def _set_as_listing(gold: Gold, body: str, rel_tol: float) -> Decision | None:
+    """A gold written as a set of solutions (``\\{1, 3\\}``, ``{1, 3}``, several boxes) against the same values
+    listed in parentheses, ``(1, 3)`` or ``(3, 1)``: one set. Only where the gold is a set; a gold ``(1, 3)`` is an
+    interval or a point and never equals the set ``\\{1, 3\\}``."""
+    g, a = _SET_LITERAL.match(gold.text), _BRACKETED.match(body)
+    if g is None or a is None:
+        return None
+    elements = split_top_level(g.group("inner"), ",")
+    values = split_top_level(re.sub(r"\\right\s*$", "", a.group("inner").strip()), ",")
+    if len(elements) < 2 or len(elements) != len(values) or not all(elements) or not all(values):
+        return None
+    try:
+        decision = compare(parse_gold(", ".join(elements)), ", ".join(values), rel_tol)
+    except InvalidReference:
+        return None
+    return decision if decision.equal and not decision.hedged else None
 
 
 def _as_intervals(gold: Gold, body: str, rel_tol: float) -> Decision | None:
