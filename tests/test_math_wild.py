@@ -162,6 +162,23 @@ def test_a_verification_remark_is_not_the_answer() -> None:
     assert score(response, "44") == 1.0
 
 
+# --- 3. prices in the closing statement ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("response", [
+    "$10,200 + $255 = $10,455. Final Answer: The final answer is $10,455$.",
+    "$10,200 + $255 = $10,455.\nFinal Answer: The final answer is $10,455. I hope it is correct.",
+    "$10,200+$255=$10,455. Final Answer: The final answer is $10,455$.",
+    "The car costs $10,200 and tax is $255, so $10,200 + $255 = $10,455. Final Answer: The total cost is $10,455.",
+    "Final Answer: $10,200 + $255 = $10,455.",
+    "$10,200 + $255 = $10,455. **Final Answer:** $10,455<|eot_id|>",
+    "10,200$ + 255$ = 10,455$. Final Answer: The final answer is 10,455$.",
+])
+def test_prices_in_the_closing_statement_are_one_answer(response: str) -> None:
+    for gold in ("10455", "10,455", "\\$10,455"):
+        assert score(response, gold) == 1.0, (response, gold)
+    assert score(response, "10200") == 0.0
+
+
 # --- 4. sets written several ways -----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("response, gold, expected", [
@@ -202,6 +219,40 @@ def test_math500_multi_answer_golds_as_boxes_and_sets(math500: list[dict]) -> No
             assert score(f"The solutions are $\\boxed{{{rev}}}$.", written) == 1.0, (gold, written)
             assert score(f"The solutions are $({rev})$.", written) == 1.0, (gold, written)
             assert score(f"The solution is $\\boxed{{{parts[0]}}}$.", written) == 0.0, (gold, written)
+
+
+# --- 5. decimal commas in golds --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("response, gold, expected", [
+    ("The answer is $\\boxed{1.22}$.", "1,22", 1.0),
+    ("The answer is $\\boxed{0.111}$.", "0,111", 1.0),  # "0," never groups thousands
+    ("So the price is \\$2.74.", "2,74 $", 1.0),
+    ("Final Answer: The final answer is $2.74$.", "2,74 €", 1.0),
+    ("The answer is 2.74 €", "2,74 €", 1.0),
+    ("Total: €2.74", "2,74", 1.0),
+    ("The answer is 1,22", "1.22", 1.0),  # and in answers, against a decimal gold
+    ("The answer is 0,111", "0.111", 1.0),
+    ("The answer is (1, 22)", "1,22", 1.0),  # against a list, the gold's comma separates a list
+    ("The answer is $\\boxed{122}$.", "1,22", 0.0),
+    ("The answer is $\\boxed{0111}$.", "0,111", 0.0),
+    ("The answer is $\\boxed{1.23}$.", "1,22", 0.0),
+    ("The answer is 1000", "1,000", 1.0),  # three digits after a nonzero digit: a thousands separator
+    ("The answer is 1.000", "1,000", 0.0),
+    ("The answer is 7.125", "7,125", 0.0),
+    ("The answer is 7125", "7,125", 1.0),
+])
+def test_decimal_commas_and_thousands_separators(response: str, gold: str, expected: float) -> None:
+    assert score(response, gold) == expected
+
+
+def test_decimal_comma_golds_on_real_decimal_answers(math500: list[dict]) -> None:
+    decimals = [r["answer"] for r in math500 if re.fullmatch(r"-?\d*\.\d{1,2}|-?0\.\d+", r["answer"])]
+    assert len(decimals) >= 5
+    for gold in decimals:
+        comma = gold.replace(".", ",")
+        assert score(f"The answer is $\\boxed{{{gold}}}$.", comma) == 1.0, gold
+        assert score(f"Final Answer: The final answer is ${gold}$.", f"{comma} $") == 1.0, gold
+        assert score(f"The answer is $\\boxed{{{float(gold) + 1:g}}}$.", comma) == 0.0, gold
 
 
 # --- 8. hedges without math markup ---------------------------------------------------------------------------------

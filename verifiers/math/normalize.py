@@ -18,7 +18,8 @@ _FRAC_KIND = re.compile(r"\\[dtc]frac(?![a-zA-Z])")
 _DEGREES = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|°|\\degree(?![a-zA-Z])|\^\s*\{\s*\\text\{\s*o\s*\}\s*\}")
 _TEXT_SPACE = re.compile(r"\\(text|mbox|mathrm|textrm|textbf)\s+\{")
 _PERCENT = re.compile(r"\\?%")
-_DOLLAR = re.compile(r"\\\$|^\$(?=\d)")
+# Currency signs: "\\$", a leading "$" before a number, a trailing one after it ("2,74 $"), and other signs and codes.
+_DOLLAR = re.compile(r"\\\$|^\$(?=\s?\d)|(?<=\d)\s*\$$|[€£¥]|\b(?:USD|EUR|GBP)\b")
 _TEXT_CMD = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mbox|mathbf|operatorname)\s*\{([^{}]*)\}")
 _UNIT_WORDS = (
     r"degrees?|deg|radians?|rad|cm|mm|km|m|meters?|metres?|inch(?:es)?|in|feet|foot|ft|yards?|miles?|mph|"
@@ -37,7 +38,7 @@ _TRAILING_PUNCT = re.compile(r"[\s.,;:]+$")  # not "!": it is a factorial
 _PLACEHOLDER = re.compile(r"\\[hv]?phantom\s*\{[^{}]*\}|\\(?:square|Box|underline\{\s*\})(?![A-Za-z])"
                           r"|^\s*(?:_{2,}|\?)\s*$")
 _WS = re.compile(r"\s+")
-_THOUSANDS = re.compile(r"(?<![\d.])(\d{1,3})((?:,\d{3})+)(?![\d])")
+_THOUSANDS = re.compile(r"(?<![\d.])([1-9]\d{0,2})((?:,\d{3})+)(?![\d])")
 
 
 def unwrap(text: str) -> str:
@@ -308,6 +309,7 @@ def lone_number(answer: str) -> str | None:
     "40 \\text{ cubic inches}"), or None: several numbers, any math besides the number, a word of one letter (a
     variable), or a qualifier ("at least 7", "not 7", "3 times 4")."""
     s = _TEXT_CMD.sub(r" \1 ", answer).replace("\\$", " ").replace("$", " ").replace("\\,", " ").replace("*", " ")
+    s = re.sub(r"[€£¥]", " ", s)
     worded = False
     if not re.search(r"\d", s):  # "five integers", "The answer is twelve."
         all_words = re.findall(r"[A-Za-z]+", s)

@@ -15,7 +15,7 @@ from verifiers.math.normalize import strip_decorations
 # Exponents beyond this are left to the guarded symbolic path (10^400 has 400 digits; fine; 10^10^10 is not).
 MAX_EXPONENT = 400
 
-_INT = r"\d+(?:,\d{3})*"
+_INT = r"(?:[1-9]\d{0,2}(?:,\d{3})+|\d+)"  # "0,111" groups no thousands: it is a decimal comma, not 111
 _DEC = rf"(?:{_INT}(?:\.\d*)?|\.\d+)"
 _SIGN = r"(?P<sign>[+-]?)"
 _DECIMAL = re.compile(rf"{_SIGN}(?P<num>{_DEC})"

@@ -24,6 +24,7 @@ from verifiers.math.normalize import (
     polarity,
     split_condition,
     split_top_level,
+    strip_decorations,
     text_content,
     unit_list,
     unwrap,
@@ -65,6 +66,7 @@ class Gold:
     shape: str | None = None  # a tuple, interval, union or matrix the LaTeX parser certainly reads as one
     polar: str | None = None  # "yes"/"no": the gold answers a yes/no question ("No, it is not possible ...")
     named_value: str | None = None  # the value side of a gold that names its value ("\\mathbf{v} = ...", "x = 5")
+    comma_decimal: Number | None = None  # "1,22", "0,111": the decimal-comma reading, used against one number
     _expr: sympy.Basic | None = None
     _too_large: bool = False
 
@@ -119,8 +121,9 @@ def parse_gold(reference: str) -> Gold:
         words = polar
     sides = equation_sides(body) if number is None else None
     named_value = sides[1] if sides and len(sides) == 2 and _NAME_SIDE.fullmatch(sides[0].strip()) else None
+    comma = _DECIMAL_COMMA.fullmatch(strip_decorations(body)) if number is None else None
     gold = Gold(body, canonical(body), number, words, condition, compound_shape(body) if number is None else None,
-                polar, named_value)
+                polar, named_value, parse_number(comma.group(0).replace(",", ".")) if comma else None)
     if number is not None:
         gold._expr = _number_expr(number)
     elif words is None and not well_formed(body):
@@ -205,6 +208,8 @@ def compare(gold: Gold, answer: str, rel_tol: float) -> Decision:
         return Decision(False, "condition", note="the answer's quantifier/condition differs from the reference's")
     if canonical(body) == gold.key:
         return Decision(True, "string")
+    if gold.comma_decimal is not None and (number := parse_number(body)) is not None:
+        return Decision(numbers_equal(gold.comma_decimal, number, rel_tol), "numeric")  # "1,22" against 1.22
     body = unit_list(body) or body
     stated = (_named_list(gold, body, rel_tol) or _statement_value(gold, body, rel_tol)
               or _named_gold_value(gold, body, rel_tol))
@@ -245,7 +250,10 @@ def compare(gold: Gold, answer: str, rel_tol: float) -> Decision:
         return Decision(False, "size_guard", note=str(exc))
 
 
-_DECIMAL_COMMA = re.compile(r"-?\d+,(?:\d{1,2}|\d{4,})")
+# A comma that cannot group thousands: one to two or four and more digits after it, or a leading "0," ("0,111").
+# In a gold it is read as a decimal comma against an answer that is one number, as a list against a list; "1,000"
+# (groups of three after a nonzero digit) is a thousands separator on either side.
+_DECIMAL_COMMA = re.compile(r"-?(?:0,\d+|\d+,(?:\d{1,2}|\d{4,}))")
 _SET_LITERAL = re.compile(r"^\s*(?:\\left\s*)?\\?\{(?P<inner>.*?)(?:\\right\s*)?\\?\}\s*$", re.DOTALL)
 
 
@@ -380,7 +388,7 @@ def _statement_value(gold: Gold, body: str, rel_tol: float) -> Decision | None:
         # is not a second answer, and only the last value is ever compared, so listing values gains nothing).
         decision = compare(gold, sides[-1], rel_tol)
         return decision if decision.equal and not decision.hedged else None
-    if gold.number is not None:
+    if gold.number is not None or gold.comma_decimal is not None:
         number = lone_number(body)
         if number is not None and number != body.strip():
             decision = compare(gold, number, rel_tol)
