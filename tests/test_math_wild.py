@@ -255,6 +255,37 @@ def test_decimal_comma_golds_on_real_decimal_answers(math500: list[dict]) -> Non
         assert score(f"The answer is $\\boxed{{{float(gold) + 1:g}}}$.", comma) == 0.0, gold
 
 
+# --- 6. answers left unevaluated ------------------------------------------------------------------------------------
+
+def _matrix(rows: list[list[int]]) -> str:
+    return "\\begin{pmatrix} " + " \\\\ ".join(" & ".join(map(str, r)) for r in rows) + " \\end{pmatrix}"
+
+
+@pytest.mark.parametrize("response, gold, expected", [
+    (f"The sum is ${_matrix([[1, 2], [3, 4]])} + {_matrix([[5, 6], [7, 8]])}$.", _matrix([[6, 8], [10, 12]]), 1.0),
+    (f"The sum is ${_matrix([[1, 2], [3, 4]])} + {_matrix([[5, 6], [7, 8]])}$.", _matrix([[6, 8], [10, 11]]), 0.0),
+    (f"So $A - B = {_matrix([[6, 8], [10, 12]])} - {_matrix([[5, 6], [7, 8]])}$.", _matrix([[1, 2], [3, 4]]), 1.0),
+    (f"The product is ${_matrix([[1, 2], [3, 4]])}{_matrix([[1], [1]])}$.", _matrix([[3], [7]]), 1.0),
+    (f"The answer is $3 {_matrix([[1], [2]])}$.", _matrix([[3], [6]]), 1.0),
+    (f"So ${_matrix([[1, 1], [0, 1]])}^{{5}}$.", _matrix([[1, 5], [0, 1]]), 1.0),
+    ("So the answer is $\\frac{1}{2} + \\frac{1}{3}$.", "\\frac{5}{6}", 1.0),
+    (f"The sum is $A + {_matrix([[1, 2], [3, 4]])}$.", _matrix([[1, 2], [3, 4]]), 0.0),  # A is unknown here
+])
+def test_an_answer_left_as_a_sum_of_written_out_matrices(response: str, gold: str, expected: float) -> None:
+    assert score(response, gold) == expected
+
+
+def test_matrix_arithmetic_is_bounded() -> None:
+    """Only small explicit operands are evaluated; a large power or a huge entry is not worked out."""
+    big = _matrix([[1] * 12 for _ in range(12)])
+    started = time.perf_counter()
+    assert score(f"The answer is ${big} + {big}$.", _matrix([[2] * 12 for _ in range(12)])) == 0.0
+    assert score(f"So ${_matrix([[2, 0], [0, 2]])}^{{100000}}$.", _matrix([[1, 0], [0, 1]])) == 0.0
+    huge = "\\begin{pmatrix} 10^{10^{8}} & 0 \\\\ 0 & 2 \\end{pmatrix}"
+    assert score(f"So ${huge} + {_matrix([[1, 0], [0, 1]])}$.", _matrix([[1, 0], [0, 3]])) == 0.0
+    assert time.perf_counter() - started < 5
+
+
 # --- 8. hedges without math markup ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("response", [

@@ -32,6 +32,10 @@ UNBOUNDED_OPERATORS = (sympy.Integral, sympy.Limit)
 # Tree size (sympy.count_ops) up to which sympy's simplify or set solving is tried; on real answers these steps see
 # at most 16 operations (ProcessBench: 3,397 rows), and their cost grows much faster than the tree.
 MAX_SIMPLIFY_OPS = 80
+# An answer left as arithmetic on written-out matrices is evaluated only for operands of at most this many entries
+# and integer powers up to this exponent (with the exact path's digit bound on the entries it produces).
+MAX_MATRIX_ENTRIES = 100
+MAX_MATRIX_POWER = 12
 # A function evaluated at a number with more digits than this (sin(10^{10^7}), log(10^{10^8})) needs that many digits
 # of working precision, or the integer itself built: minutes, though the value is small. Such an argument is refused.
 MAX_FUNCTION_ARG_LOG10 = 10_000

@@ -332,7 +332,7 @@ def lone_number(answer: str) -> str | None:
 
 # Commands that write numbers, so a side made of them and digits is a constant, not a name.
 _NUMERIC_COMMANDS = re.compile(r"\\(?:[dt]?frac|sqrt|pi|cdot|times|div|left|right|circ)(?![A-Za-z])")
-_TEXT_GROUP = re.compile(r"\\(?:text\w*|mbox|mathrm|operatorname)\s*\{[^{}]*\}")
+_TEXT_GROUP = re.compile(r"\\(?:text\w*|mbox|mathrm|operatorname|begin|end)\s*\{[^{}]*\}")  # words, environments
 _PROSE_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}")
 
 

@@ -22,11 +22,14 @@ import sympy
 from latex2sympy2_extended import latex2sympy
 from latex2sympy2_extended.math_normalization import NormalizationConfig, normalize_latex
 from sympy.core.function import AppliedUndef
+from sympy.matrices.expressions.matexpr import MatrixExpr
 from sympy.matrices.matrixbase import MatrixBase
 
 from verifiers.math.fastparse import fast_parse
 from verifiers.math.guards import (
     MAX_EXACT_DIGITS,
+    MAX_MATRIX_ENTRIES,
+    MAX_MATRIX_POWER,
     MAX_SIMPLIFY_OPS,
     UNBOUNDED_OPERATORS,
     TooLarge,
@@ -80,7 +83,33 @@ def parse_latex(text: str) -> sympy.Basic:
         raise ParseError("the answer is prose, not a math expression")
     s = _expand_nested_pm(s)
     expr = fast_parse(normalize_latex(s, _NORMALIZATION))
-    return _imaginary(expr if expr is not None else parse_full(s))
+    return _imaginary(_explicit_matrix(expr if expr is not None else parse_full(s)))
+
+
+def _explicit_matrix(expr: sympy.Basic) -> sympy.Basic:
+    """An answer left as a sum, difference, scalar multiple, product or small power of written-out matrices
+    ("The sum is $A + B$" with A and B spelled out) as the matrix it evaluates to. Only when every operand is an
+    explicit matrix of at most ``MAX_MATRIX_ENTRIES`` entries whose values pass the size guard, so evaluating is
+    cheap and bounded; anything else stays as it is (and compares unequal to a matrix)."""
+    if not isinstance(expr, (MatrixExpr, sympy.Pow)) or isinstance(expr, MatrixBase):
+        return expr
+    if isinstance(expr, sympy.Pow):
+        base, power = expr.args
+        if not (isinstance(base, MatrixBase) and power.is_Integer and 1 <= int(power) <= MAX_MATRIX_POWER):
+            return expr
+    operands = [a for a in sympy.preorder_traversal(expr) if isinstance(a, MatrixBase)]
+    if not operands or any(len(m) > MAX_MATRIX_ENTRIES for m in operands) or expr.free_symbols - set().union(
+            *(m.free_symbols for m in operands)):
+        return expr  # a named matrix ("A + B" with A unknown) cannot be evaluated
+    power = int(expr.args[1]) if isinstance(expr, sympy.Pow) else 1
+    try:
+        # exact arithmetic on the entries: a product's or power's entries grow with the number of factors
+        if max(check_size(entry) for m in operands for entry in m) * power * len(operands) > MAX_EXACT_DIGITS:
+            return expr
+        value = expr.doit() if power == 1 else expr.args[0] ** power
+    except (TooLarge, TypeError, ValueError, sympy.ShapeError):
+        return expr
+    return sympy.ImmutableMatrix(value) if isinstance(value, MatrixBase) else expr
 
 
 _PM = re.compile(r"\\(?:pm|mp)(?![A-Za-z])")
