@@ -286,6 +286,53 @@ def test_matrix_arithmetic_is_bounded() -> None:
     assert time.perf_counter() - started < 5
 
 
+# --- 7. golds that are worked solutions ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("gold, answer, expected", [
+    ("There are 25 students and 7 of them passed. 7/25 = 0.28, so the answer is $\\boxed{28\\%}$.", "28%", 1.0),
+    ("There are 25 students and 7 passed.\nSo the pass rate is 7/25 = 28%.\nFinal Answer: The final answer is "
+     "28\\%. I hope it is correct.", "28\\%", 1.0),
+    ("Of 25 students, 7 passed, so the pass rate is 7/25 = 28%.", "28%", 1.0),
+    ("Of 25 students, 7 passed.\nTherefore, 28% of the students passed.", "28%", 1.0),
+    ("Of 25 students, 7 passed.\nTherefore, 28% of the students passed.", "30%", 0.0),
+    ("Solving gives two roots.\nThe solutions are $x = 1$ and $x = -2$.", "-2, 1", 1.0),
+])
+def test_a_gold_written_as_a_worked_solution_is_read_like_a_response(gold: str, answer: str, expected: float) -> None:
+    assert score(f"The answer is {answer}.", gold) == expected
+
+
+def test_prose_golds_that_state_no_value_stay_as_they_are() -> None:
+    for gold in ("No, it is not possible to cover all grid points with such discs.",
+                 "Player B has a winning strategy for \\( n \\geq 4 \\)."):
+        assert reference_answer(gold) == gold
+
+
+def test_real_worked_solutions_as_golds(gsm8k: list[dict], math500: list[dict]) -> None:
+    """GSM8K's solutions (ending in ``#### N`` or rewritten to end in "So the answer is N.") and MATH-500's
+    solutions (their box, or the box taken out and a Minerva closing line added) given as the gold."""
+    for i, row in enumerate(gsm8k):
+        body, gold = _gsm(row)
+        other = _gsm(gsm8k[(i + 1) % len(gsm8k)])[1]
+        for written in (row["answer"], f"{body}\nSo the answer is {gold}.", f"{body}\nTherefore {gold} is the answer."):
+            assert score(f"The answer is {gold}.", written) == 1.0, written[-80:]
+            if other != gold:
+                assert score(f"The answer is {other}.", written) == 0.0, written[-80:]
+    checked = 0
+    for row in math500[:80]:
+        solution = row["solution"]
+        at = solution.rfind("\\boxed{")
+        if at < 0 or solution.count("\\boxed") != 1:
+            continue
+        boxed = extract(solution)
+        assert boxed is not None
+        unboxed = solution[:at] + boxed.answers[-1] + solution[at + len("\\boxed{") + len(boxed.answers[-1]) + 1:]
+        minerva = f"{unboxed.rstrip()}\nFinal Answer: The final answer is ${boxed.answers[-1]}$. I hope it is correct."
+        for written in (solution, minerva):
+            assert score(f"The answer is $\\boxed{{{row['answer']}}}$.", written) == 1.0, (row["answer"], written[-80:])
+        checked += 1
+    assert checked >= 40
+
+
 # --- 8. hedges without math markup ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("response", [

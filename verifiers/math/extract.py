@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from verifiers.math.normalize import PLAIN_FUNCS, canonical, lone_number, split_top_level, unwrap
+from verifiers.math.normalize import PLAIN_FUNCS, canonical, is_prose, lone_number, split_top_level, unwrap
 from verifiers.math.numeric import parse_number
 from verifiers.math.spans import Span, display_spans, escape_currency, inline_first, inline_spans, math_spans
 
@@ -754,7 +754,36 @@ def reference_answer(reference: str) -> str:
                 text = ", ".join(s.body.strip() for s in spans) if len(spans) > 1 else spans[0].body
             elif len(spans) and _STATES.search(text[:spans[-1].start]) and _SEPARATORS.fullmatch(outside[-1]):
                 text = spans[-1].body
+    if _worked_solution(text):
+        text = _solution_answer(text) or text
     return _named_tuple_values(text.strip())
+
+
+# How a worked solution states its answer: a committed statement or a closing sentence that ends in a value.
+_SOLUTION_METHODS = frozenset({"boxed", "gsm8k_hashes", "answer_phrase", "concluding_sentence", "closing_sentence"})
+
+
+def _worked_solution(text: str) -> bool:
+    """A reference written as prose (a worked solution, a closing sentence), not as a value. Only its committed
+    statements or a closing sentence that ends in a value are read ("No, it is not possible ..." or "Player B wins
+    for \\(n \\geq 4\\)" state none and stay as they are)."""
+    return is_prose(text) and len(_WORD.findall(re.sub(r"\\[A-Za-z]+", " ", text))) >= 6
+
+
+def _solution_answer(text: str) -> str | None:
+    """The answer a worked solution states, read the way a response is read; several different committed answers
+    ("x = 1 and x = -2") are its list of answers."""
+    found = extract(text, last_number=False)
+    if found is None or found.method not in _SOLUTION_METHODS:
+        sentences = [x for x in _SENTENCES.split(last_paragraph(text)) if x.strip()]
+        # a closing sentence with exactly one number states it: "Therefore, 28% of the students passed."
+        return lone_number(sentences[-1]) if sentences else None
+    parts: dict[str, str] = {}
+    for answer in found.answers:
+        for part in split_alternatives(answer) or [answer]:
+            if canonical(part):
+                parts.setdefault(canonical(part), part.strip())
+    return ", ".join(parts.values()) or None
 
 
 _NAME_TUPLE = re.compile(r"^\s*\(\s*(?:\\?[A-Za-z]+(?:_\{?\w+\}?)?\s*,\s*)+\\?[A-Za-z]+(?:_\{?\w+\}?)?\s*\)\s*$")
