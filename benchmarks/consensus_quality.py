@@ -30,6 +30,7 @@ import argparse
 import asyncio
 import hashlib
 import json
+import random
 import re
 import statistics
 import sys
@@ -77,14 +78,83 @@ def exact_answer(response: str) -> str | None:
 
 def exact_majority(responses: list[str], *, abstain: bool, threshold: float = 0.5,
                    min_size: int = 3) -> list[float | None]:
+    """Exact-string voting. With ``abstain``, consensus's rule: at least ``min_size`` votes, the top answer above
+    ``threshold`` of them and ahead of the second (``threshold=0, min_size=1`` is plurality voting, ties abstain)."""
     answers = [exact_answer(r) for r in responses]
     votes = Counter(a for a in answers if a is not None)
     if not votes:
         return [0.0] * len(responses)
-    top, count = votes.most_common(1)[0]
-    if abstain and (sum(votes.values()) < min_size or count / sum(votes.values()) <= threshold):
+    ranked = votes.most_common(2)
+    top, count = ranked[0]
+    tied = len(ranked) > 1 and ranked[1][1] == count
+    if abstain and (sum(votes.values()) < min_size or count / sum(votes.values()) <= threshold or tied):
         return [None if a is not None else 0.0 for a in answers]
     return [1.0 if a == top else 0.0 for a in answers]
+
+
+PLURALITY = {"threshold": 0.0, "min_size": 1}
+
+
+def styled_groups(seed: int = 7) -> list[list[dict[str, Any]]]:
+    """Groups of 6 to 12 responses per problem (GSM8K, MATH-500, AIME 2024, AMC 2023 golds), written the ways models
+    write (``math_heldout``'s closing styles, prices, chat-template tails, hedges, answerless ones): in each group
+    a share of responses state the gold in one of its spellings, the others one of two or three wrong values (wrong
+    answers agree with each other, as a model's do). Labels: 1 for the gold's value. ``reference`` holds the gold."""
+    from benchmarks import math_heldout as mh
+
+    rng = random.Random(seed)
+    golds: list[str] = []
+    golds += [r["answer"].rsplit("####", 1)[1].strip().replace(",", "") for r in mh._load("gsm8k.test.jsonl")[:150]]
+    golds += [r["answer"] for r in mh._load("math500.test.jsonl")
+              if re.fullmatch(r"-?\d+|-?\\frac\{\d+\}\{\d+\}|-?\d+\.\d+", r["answer"])][:150]
+    golds += [str(int(float(r["answer"]))) for name in ("aime24.test.jsonl", "amc23.test.jsonl")
+              for r in mh._load(name)]
+    groups = []
+    for gold in golds:
+        spellings = [gold, *_spellings(gold)]
+        wrong = sorted({mh._wrong_number(_plain(gold), rng) for _ in range(3)} - {_plain(gold)})
+        right_share = rng.choice([0.2, 0.35, 0.5, 0.65, 0.8])
+        rows = []
+        for _ in range(rng.randint(6, 12)):
+            roll = rng.random()
+            if roll < 0.08:
+                rows.append({"response": "I am not sure how to solve this problem.", "label": 0, "reference": gold})
+                continue
+            if roll < 0.14:
+                _, text = mh.hedge(rng.choice(spellings), rng.choice(wrong), rng)
+                rows.append({"response": text, "label": 0, "reference": gold})
+                continue
+            label = int(rng.random() < right_share)
+            value = rng.choice(spellings) if label else rng.choice(wrong)
+            _, text = mh.closing(value, rng)
+            tail = rng.choice(mh.CHAT_TAILS) if rng.random() < 0.25 else ""
+            rows.append({"response": f"Let me work through it step by step.\n\n{text}{tail}", "label": label,
+                         "reference": gold})
+        groups.append(rows)
+    return groups
+
+
+def _plain(gold: str) -> str:
+    """A gold as a plain decimal number (for drawing wrong values near it)."""
+    m = re.fullmatch(r"(-?)\\frac\{(\d+)\}\{(\d+)\}", gold)
+    return f"{m.group(1)}{int(m.group(2)) / int(m.group(3)):g}" if m else gold
+
+
+def _spellings(gold: str) -> list[str]:
+    """Other ways models write the gold: a fraction as a/b or a decimal, an integer with a thousands separator or
+    ``.0``, a price."""
+    m = re.fullmatch(r"(-?)\\frac\{(\d+)\}\{(\d+)\}", gold)
+    if m:
+        sign, a, b = m.groups()
+        out = [f"{sign}{a}/{b}", f"{sign}\\dfrac{{{a}}}{{{b}}}"]
+        value = int(a) / int(b)
+        if len(f"{value:g}") <= 6:
+            out.append(f"{sign}{value:g}")
+        return out
+    if re.fullmatch(r"-?\d+", gold):
+        n = int(gold)
+        return [f"{n:,}" if abs(n) >= 1000 else f"{n}.0", f"\\${n}", f"{n}.00"]
+    return [gold + "0"] if "." in gold else []
 
 
 async def consensus_rewards(engine: Engine, groups: list[list[dict[str, Any]]],
@@ -169,6 +239,27 @@ async def quality(engine: Engine, groups: dict[str, list[dict[str, Any]]], sweep
 Groups = list[list[dict[str, Any]]]
 
 
+async def plurality(engine: Engine, name: str, groups: list[list[dict[str, Any]]]) -> None:
+    """The two rules side by side on one set of groups: consensus's default (strict majority, min_size 3) and
+    plurality (``threshold: 0, min_size: 1``), against exact-string voting under the same rules."""
+    labels = [r["label"] for rows in groups for r in rows]
+    print(f"{name}: {len(groups)} groups, {len(labels)} responses, {sum(labels) / len(labels):.1%} labelled right")
+    results = {}
+    for rule, options in (("majority", {}), ("plurality", PLURALITY)):
+        verdicts = await consensus_rewards(engine, groups, options)
+        ours = [v["score"] for vs in verdicts for v in vs]
+        threshold, min_size = options.get("threshold", 0.5), options.get("min_size", 3)
+        base = [s for rows in groups for s in exact_majority([r["response"] for r in rows], abstain=True,
+                                                             threshold=threshold, min_size=min_size)]
+        results[rule] = (ours, base)
+        for who, rewards in (("consensus", ours), ("exact-string", base)):
+            m = score(rewards, labels)
+            right = round(m["right_of_all"] * m["n"])
+            print(f"  {rule:<10} {who:<13} scored {round(m['scored'] * m['n']):>5} ({m['scored']:6.1%})  "
+                  f"agreement {m['agreement']:6.1%}  right {right:>5} ({m['right_of_all']:6.1%})")
+    paired(*results["plurality"], labels, "exact-string plurality")
+
+
 async def hedged_check(engine: Engine, groups: Groups, verdicts: Groups) -> None:
     rows = [r for g in groups for r in g]
     flat = [v for vs in verdicts for v in vs]
@@ -225,6 +316,11 @@ async def main() -> None:
         engine = Engine(load_modules(MODULES), pool=pool, default_timeout_s=10.0)
         groups = load_groups()
         await quality(engine, groups, args.sweep)
+        halves = {part: [rows for p, rows in groups.items() if half(p) == part] for part in ("dev", "held-out")}
+        for part, chosen in halves.items():
+            await plurality(engine, f"ProcessBench {part}", chosen)
+        await plurality(engine, "ProcessBench, both halves", [*halves["dev"], *halves["held-out"]])
+        await plurality(engine, "styled groups (math_heldout styles)", styled_groups())
         if not args.skip_throughput:
             all_rows = [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]
             await throughput(engine, throughput_groups(groups, all_rows), args.repeats)

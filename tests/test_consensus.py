@@ -70,6 +70,35 @@ def test_weak_plurality_abstains_and_threshold_is_an_option() -> None:
     assert {v.status.value for v in strict} == {"no_consensus"}
 
 
+def test_threshold_zero_is_plurality_voting_and_a_tie_abstains() -> None:
+    """TTRL's rule: the most frequent answer wins (here 3 of 7, spelled three ways), a tie at the top abstains,
+    and with ``min_size: 1`` a lone readable answer is its own plurality."""
+    responses = ["The answer is 4.", "\\boxed{4}", "Final Answer: The final answer is $4.0$.", "The answer is 5.",
+                 "**5**", "The answer is 6.", "It is 7"]
+    plural = run(group(responses, threshold=0, min_size=1))
+    assert [v.score for v in plural] == [1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0]
+    assert plural[0].details["share"] == pytest.approx(3 / 7, abs=1e-6) and plural[0].details["pseudo_label"] == "4"
+    assert {v.status.value for v in run(group(responses))} == {"no_consensus"}  # the default still wants a majority
+    tie = run(group(["The answer is 4.", "\\boxed{4}", "The answer is 5.", "**5**", "It is 6"], threshold=0,
+                    min_size=1))
+    assert {v.status.value for v in tie} == {"no_consensus"} and "tie" in tie[0].reason
+    alone = run(group(["Final Answer: The largest $n$ is 34.<|im_end|>", "I could not solve it."], threshold=0,
+                      min_size=1))
+    assert [(v.status.value, v.score) for v in alone] == [("ok", 1.0), ("no_answer", 0.0)]
+    # "It is 4 or 5" offers candidates: refused, never a vote. The same committed hedge written twice is a set vote,
+    # and a set wins only with a majority: as a plurality beside single answers from it, it elects nothing.
+    hedged = run(group(["The answer is 4.", "The answer is 4 or 5.", "The answer is 4 or 5.", "The answer is 5.",
+                        "It is 4 or 5"], threshold=0, min_size=1))
+    assert [(v.status.value, v.score) for v in hedged][-1] == ("rejected", 0.0)
+    assert {v.status.value for v in hedged[:4]} == {"no_consensus"} and "set" in hedged[0].reason
+
+
+def test_a_threshold_between_zero_and_a_half_also_needs_a_clear_top() -> None:
+    responses = ["The answer is 4."] * 3 + ["The answer is 5."] * 2 + ["The answer is 6."] * 2
+    assert [v.score for v in run(group(responses, threshold=0.4))] == [1.0] * 3 + [0.0] * 4
+    assert {v.status.value for v in run(group(responses, threshold=0.45))} == {"no_consensus"}
+
+
 def test_group_below_min_size_is_not_scored_and_says_so() -> None:
     pair = run(group(["The answer is 7.", "The answer is \\boxed{7}"]))
     assert {v.status.value for v in pair} == {"group_too_small"} and all(v.score is None for v in pair)

@@ -55,7 +55,9 @@ def test_weights_from_a_verifier_and_a_backend_down(server: LiveServer) -> None:
 def test_refusals_are_422(server: LiveServer) -> None:
     assert post(server, [item("4", "g", weight_by={"verifier": "nope"})]).status_code == 422
     assert post(server, [item("4", "g", correction="backward")]).status_code == 422
-    assert post(server, [item("4", "g", threshold=0.3)]).status_code == 422
+    assert post(server, [item("4", "g", threshold=-0.1)]).status_code == 422
+    assert post(server, [item("4", "g", threshold=1.0)]).status_code == 422
+    assert post(server, [item("4", "g", min_size=0)]).status_code == 422
 
 
 def test_real_groups_through_the_server(server: LiveServer, shared_data: Path) -> None:

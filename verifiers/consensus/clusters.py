@@ -8,6 +8,8 @@
 Equal pairs are joined transitively (union-find). A check that is skipped, fails or times out leaves two buckets
 apart, which can only lower the top cluster's share: with a threshold of at least one half, an incomplete merge can
 make a group abstain but can never elect a different answer (two clusters cannot both hold over half the votes).
+Under the plurality rule (a threshold below one half) a missed merge can elect another answer; pairs are checked
+heaviest first, so the largest clusters are settled before ``max_pairs`` runs out.
 """
 from __future__ import annotations
 

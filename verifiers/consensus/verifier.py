@@ -36,9 +36,11 @@ class WeightBy(BaseModel):
 
 class ConsensusOptions(MathOptions):
     threshold: float = Field(
-        0.5, ge=0.5, lt=1.0,
-        description="The heaviest answer cluster must hold MORE than this share of the group's vote weight. 0.5 is a "
-        "strict majority: a tie or a plurality never passes, and no other cluster can.",
+        0.5, ge=0.0, lt=1.0,
+        description="The heaviest answer cluster must hold MORE than this share of the group's vote weight, and more "
+        "than any other cluster. 0.5 is a strict majority: a tie or a plurality never passes, and no other cluster "
+        "can. 0 is the plurality rule (TTRL's majority vote): the most frequent answer wins, a tie at the top "
+        "abstains.",
     )
     min_size: int = Field(
         3, ge=1, le=100_000, description="Fewest readable answers (votes) a group needs to be scored by consensus.",
@@ -89,7 +91,7 @@ def _boxed(text: str) -> str:
 
 class ConsensusVerifier(Verifier[ConsensusOptions]):
     name = "consensus"
-    version = "1"
+    version = "2"
     description = (
         "Label-free reward over a GRPO group (items sharing 'group'): answers read by the math core, clustered by "
         "equivalence; members of a clear majority score 1, other answers 0; no clear majority or too few readable "
@@ -226,11 +228,19 @@ class ConsensusVerifier(Verifier[ConsensusOptions]):
             outcome = Verdict(Status.GROUP_TOO_SMALL, None,
                               f"{len(g.votes)} readable answer(s) of {len(g.positions)} response(s), fewer than "
                               f"min_size={opts.min_size}: not scored by consensus")
-        elif t.share <= opts.threshold:
-            what = "a tie at the top" if t.tied() else "no answer holds a clear majority"
+        elif t.tied():
             outcome = Verdict(Status.NO_CONSENSUS, None,
-                              f"{what}: the largest cluster holds {t.share:.0%} of the vote, not more than "
-                              f"threshold={opts.threshold:g}")
+                              f"a tie at the top: the largest clusters each hold {t.share:.0%} of the vote")
+        elif t.share <= opts.threshold:
+            outcome = Verdict(Status.NO_CONSENSUS, None,
+                              f"no answer holds a clear majority: the largest cluster holds {t.share:.0%} of the "
+                              f"vote, not more than threshold={opts.threshold:g}")
+        elif t.representatives[0].kind == SET and t.share <= 0.5:
+            # Several answers are one set answer only when most of the group states that set; a plurality of the
+            # same hedge ("4 or 5" twice beside a 4 and a 5) elects nothing.
+            outcome = Verdict(Status.NO_CONSENSUS, None,
+                              f"the largest cluster is a set of several answers holding {t.share:.0%} of the vote, "
+                              "not a majority")
         else:
             outcome = None
             summary["pseudo_label"] = t.representatives[0].answer
