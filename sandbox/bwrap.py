@@ -44,6 +44,7 @@ from sandbox.languages import ResolvedLanguage, canonical_name, resolve_all
 from sandbox.limits import clamp, default_caps
 from sandbox.outcome import Observed, classify
 from sandbox.paths import collect_problem, files_problem
+from sandbox.spawn import kill_and_wait, start_process
 
 log = logging.getLogger("sandbox.bwrap")
 
@@ -482,6 +483,14 @@ class BwrapBackend:
         self.phase_ms["spawns"] = self.phase_ms.get("spawns", 0.0) + 1
         return box
 
+    @staticmethod
+    async def _abandon(group: MemoryGroup | None, proc: asyncio.subprocess.Process) -> None:
+        """A sandbox whose start was cancelled before it announced itself: its supervisor may not have its
+        parent-death signal yet and would outlive bwrap holding the pipes, so its whole group dies first."""
+        if group is not None:
+            group.kill_all()
+        await kill_and_wait(proc)
+
     async def _start_box(self) -> _Sandbox:
         uid = await self._take_uid()
         loop = asyncio.get_running_loop()
@@ -494,9 +503,9 @@ class BwrapBackend:
                 group = self._cgroups.create()
                 # join the group before bwrap exists, so every process of the sandbox is born inside it
                 argv = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(group.procs), *argv]
-            proc = await asyncio.create_subprocess_exec(
-                *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL,
-                stderr=asyncio.subprocess.PIPE,
+            proc = await start_process(
+                *argv, abandon=functools.partial(self._abandon, group), stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
                 pass_fds=(w,), start_new_session=True, env={"PATH": BASE_ENV["PATH"]},
             )
         except BaseException:

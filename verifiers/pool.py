@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sandbox.spawn import start_process
 from verifiers._frames import HEADER as _HEADER
 from verifiers.fairqueue import FairQueue
 from verifiers.types import Verdict
@@ -163,14 +164,20 @@ class WorkerPool:
         return self._stats
 
     async def start(self) -> None:
-        workers = await asyncio.gather(*(self._spawn() for _ in range(self.size)))
-        for worker in workers:
+        # return_exceptions: a cancelled start then waits for every spawn to dispose of its half-started worker
+        # (plain gather ends at the first cancelled one and the others' children outlive the loop)
+        started = await asyncio.gather(*(self._spawn() for _ in range(self.size)), return_exceptions=True)
+        failed = next((r for r in started if isinstance(r, BaseException)), None)
+        if failed is not None:
+            raise failed  # the workers that did start are in ``_all``: close() ends them
+        for worker in started:
+            assert isinstance(worker, _Worker)
             self._idle.put_nowait(worker)
 
     async def _spawn(self) -> _Worker:
         env = {**os.environ, **self.env}
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [*sys.path, env.get("PYTHONPATH", "")]))
-        proc = await asyncio.create_subprocess_exec(
+        proc = await start_process(
             sys.executable,
             "-m",
             "verifiers._worker",

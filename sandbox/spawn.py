@@ -1,0 +1,34 @@
+"""Starting a child process under asyncio so that a cancel can never leave the loop waiting forever.
+
+On Python 3.11, a cancel that lands while ``asyncio.create_subprocess_exec`` connects the child's pipes leaves the
+transport half-made: the child runs, nobody holds it, and asyncio's clean-up later waits on it without end (a
+shutdown that hung ``reward-service score`` when the embedded runtime closed while its warm pool was still starting
+sandboxes). Here a cancel lets the start finish, hands the started process to the caller's clean-up, then goes on.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+
+async def kill_and_wait(proc: asyncio.subprocess.Process) -> None:
+    """The clean-up of a child that holds its pipes alone."""
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
+    await proc.wait()
+
+
+async def start_process(*argv: str, abandon: Callable[[asyncio.subprocess.Process], Awaitable[None]] = kill_and_wait,
+                        **kwargs: Any) -> asyncio.subprocess.Process:
+    """``asyncio.create_subprocess_exec(*argv, **kwargs)``, never cancelled halfway: on a cancel the start finishes
+    and ``abandon`` disposes of the process (it must end it and wait for it, e.g. by killing its whole cgroup where
+    grandchildren hold its pipes) before the cancel goes on."""
+    start = asyncio.ensure_future(asyncio.create_subprocess_exec(*argv, **kwargs))
+    try:
+        return await asyncio.shield(start)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await abandon(await start)
+        raise
