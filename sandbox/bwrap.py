@@ -42,7 +42,7 @@ from sandbox.cgroups import MemoryCgroups, MemoryGroup
 from sandbox.fairslots import FairSlots, run_client, run_source
 from sandbox.languages import ResolvedLanguage, canonical_name, resolve_all
 from sandbox.limits import clamp, default_caps
-from sandbox.outcome import Observed, classify
+from sandbox.outcome import Observed, as_sent, classify, sent_size
 from sandbox.paths import collect_problem, files_problem
 from sandbox.spawn import kill_and_wait, start_process
 
@@ -825,8 +825,8 @@ class BwrapBackend:
         if timed_out or oom_killed:
             # the program's case never ended: the backstop fired, or the memory cgroup's OOM killer took the run's
             # manager along with it
-            return _classified({}, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), False, wall_ms,
-                               limits, timed_out=timed_out, oom_killed=oom_killed, cgroup_mb=cgroup_mb)
+            return _classified({}, out, err, False, wall_ms, limits, timed_out=timed_out, oom_killed=oom_killed,
+                               cgroup_mb=cgroup_mb)
         # The run's manager (pid 1 of the run's pid namespace, which the program cannot signal) or the supervisor
         # died before reporting: that is the sandbox failing, never the program's verdict.
         return RunResult(RunStatus.SANDBOX_ERROR, wall_ms=wall_ms,
@@ -868,8 +868,7 @@ class BwrapBackend:
         if box.group is not None:
             kills = box.group.oom_kills()
             oom, box.oom_seen = kills > box.oom_seen, kills
-        return _classified(header, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
-                           bool(header.get("output_exceeded")), float(header.get("wall_ms", 0.0)),
+        return _classified(header, out, err, bool(header.get("output_exceeded")), float(header.get("wall_ms", 0.0)),
                            limits, timed_out=bool(header.get("timed_out")), oom_killed=oom, cgroup_mb=cgroup_mb)
 
 
@@ -883,18 +882,19 @@ class _Frames:
     compile_output: str = ""
     files: dict[str, str] = field(default_factory=dict)
     file_bytes: int = 0  # the collected files' bytes so far
-    over_budget: bool = False  # the supervisor sent more than the budget: the rest was not kept
+    over_budget: bool = False  # more than the budget (as the answer sends it) came: the rest was not kept
 
     def collected(self, data: bytes, budget: int) -> None:
         """One "F" frame (name length, name, contents), kept only within the run's output budget: the host never
         holds more of a run's files than that, whatever the supervisor sends."""
         size = int.from_bytes(data[:2], "little")
-        contents = data[2 + size:]
-        if self.file_bytes + len(contents) > budget:
+        if self.file_bytes >= budget:
             self.over_budget = True
             return
-        self.file_bytes += len(contents)
-        self.files[data[2:2 + size].decode(errors="replace")] = contents.decode(errors="replace")
+        text, cut = as_sent(data[2 + size:], budget - self.file_bytes)
+        self.over_budget = self.over_budget or cut
+        self.file_bytes += sent_size(text)
+        self.files[data[2:2 + size].decode(errors="replace")] = text
 
 
 def _with_collect_report(result: RunResult, report: _Report, over_budget: bool) -> RunResult:
@@ -908,7 +908,7 @@ def _with_collect_report(result: RunResult, report: _Report, over_budget: bool) 
             notes.append(f"collected file {name!r} cut at {kept} of its {size} bytes" if kept else
                          f"collected file {name!r} ({size} bytes) left out: the run's output budget was spent")
     if over_budget:
-        notes.append("collected files beyond the run's output budget were dropped")
+        notes.append("collected files were cut where they reached the run's output budget (counted as sent)")
     links = report.get("collect_links") or []
     for entry in links if isinstance(links, list) else []:
         if isinstance(entry, list) and len(entry) == 2:
@@ -923,9 +923,13 @@ def _with_collect_report(result: RunResult, report: _Report, over_budget: bool) 
     return result
 
 
-def _classified(rep: _Report, out: str, err: str, truncated: bool, wall_ms: float, limits: Limits, *,
+def _classified(rep: _Report, stdout: bytes, stderr: bytes, truncated: bool, wall_ms: float, limits: Limits, *,
                 timed_out: bool, oom_killed: bool, cgroup_mb: int) -> RunResult:
-    """What the supervisor saw of one program process, named (``sandbox.outcome.classify``)."""
+    """What the supervisor saw of one program process, named (``sandbox.outcome.classify``); each stream within
+    the output budget as the answer sends it."""
+    out, out_cut = as_sent(stdout, limits.output_bytes)
+    err, err_cut = as_sent(stderr, limits.output_bytes)
+    truncated = truncated or out_cut or err_cut
     observed = Observed(
         exit_code=rep.get("exit_code"), signal=rep.get("signal"),
         cpu_ms=float(rep.get("cpu_ms", 0.0)), max_rss_kb=int(rep.get("max_rss_kb", 0)),

@@ -4,6 +4,7 @@ Shared by every backend so "memory exceeded" means the same thing whatever ran t
 """
 from __future__ import annotations
 
+import json
 import re
 import signal
 from dataclasses import dataclass
@@ -16,6 +17,28 @@ _OOM = re.compile(
     r"memory allocation of \d+ bytes failed|Cannot allocate memory|failed to reserve memory|"
     r"insufficient memory for the Java Runtime"
 )
+
+
+def as_sent(data: bytes, budget: int) -> tuple[str, bool]:
+    """A program's bytes as the text an answer carries, cut so that its JSON holds at most ``budget`` bytes; and
+    whether it was cut. Counted as sent, not as read: a NUL is six bytes in JSON (``\\u0000``) and an invalid byte
+    three (U+FFFD), so a budget of bytes read let one run answer with six times its output budget."""
+    text = data.decode("utf-8", "replace")
+    if sent_size(text) <= budget:
+        return text, False
+    keep, over = 0, len(text)  # the longest prefix that fits: keep fits, over does not
+    while over - keep > 1:
+        mid = (keep + over) // 2
+        if sent_size(text[:mid]) <= budget:
+            keep = mid
+        else:
+            over = mid
+    return text[:keep], True
+
+
+def sent_size(text: str) -> int:
+    """Bytes of ``text`` inside a JSON answer (the service sends UTF-8, non-ASCII unescaped)."""
+    return len(json.dumps(text, ensure_ascii=False).encode()) - 2
 
 
 @dataclass

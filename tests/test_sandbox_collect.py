@@ -93,4 +93,8 @@ def test_the_host_keeps_no_more_than_the_budget_whatever_it_is_sent() -> None:
 
     for i in range(5):
         frames.collected(frame(f"f{i}", b"y" * 300), budget=1000)
-    assert list(frames.files) == ["f0", "f1", "f2"] and frames.file_bytes == 900 and frames.over_budget
+    assert list(frames.files) == ["f0", "f1", "f2", "f3"] and frames.files["f3"] == "y" * 100
+    assert frames.file_bytes == 1000 and frames.over_budget
+    nuls = _Frames()
+    nuls.collected(frame("z", bytes(600)), budget=1200)  # a NUL is six bytes in the JSON answer
+    assert nuls.files["z"] == "\0" * 200 and nuls.over_budget
