@@ -3,8 +3,8 @@ sandboxes.
 
 Isolation model (docs/sandbox.md): a sandbox has its own uts and user namespaces, and each run of it gets pid,
 network, mount and IPC namespaces of its own, from a run manager forked by a supervisor that never reads a job
-(sandbox/launcher.py; a sandbox serves up to ``reuse_runs`` runs); the system is visible read-only and only through
-an allow-list of directories (the interpreter and toolchains outside the system directories are bound at neutral
+(sandbox/inside/supervisor.py; a sandbox serves up to ``reuse_runs`` runs); the system is visible read-only and only
+through an allow-list of directories (the interpreter and toolchains outside the system directories are bound at neutral
 paths under /.sandbox/host, so no host layout shows); /etc holds only what the loader needs and a passwd of its
 own; the run's writable storage is one tmpfs of the request's ``disk_mb`` behind /work, /tmp and /dev/shm; the
 environment is cleared. When the service runs as root, bwrap runs privileged and the supervisor drops to a uid of
@@ -40,6 +40,7 @@ from sandbox import seccomp
 from sandbox.api import Limits, RunRequest, RunResult, RunStatus
 from sandbox.cgroups import MemoryCgroups, MemoryGroup
 from sandbox.fairslots import FairSlots, run_client, run_source
+from sandbox.inside import SUPERVISOR
 from sandbox.languages import ResolvedLanguage, canonical_name, resolve_all
 from sandbox.limits import clamp, default_caps
 from sandbox.outcome import Observed, as_sent, classify, sent_size
@@ -48,8 +49,7 @@ from sandbox.spawn import kill_and_wait, start_process
 
 log = logging.getLogger("sandbox.bwrap")
 
-LAUNCHER = Path(__file__).with_name("launcher.py")
-LAUNCHER_IN_SANDBOX = "/.sandbox/launcher.py"
+SUPERVISOR_IN_SANDBOX = "/.sandbox/supervisor.py"
 WORK_IN_SANDBOX = "/work"  # the program's work dir, where the supervisor writes its files
 HOST_MOUNTS = "/.sandbox/host"  # where non-system directories (the interpreter's prefix, toolchains) are bound
 BASE_ENV = {
@@ -74,23 +74,23 @@ OVERHEAD_MB = 64  # the supervisor's interpreter and kernel bookkeeping, on top 
 HELD_SLACK = 16 << 20  # memory a finished run may leave charged (the supervisor's own heap moving) before no reuse
 
 
-def _compiled_launcher(directory: str) -> tuple[str, str]:
+def _compiled_supervisor(directory: str) -> tuple[str, str]:
     """(host path, sandbox path) of the supervisor to run: its bytecode, compiled once per backend, so no sandbox
     start compiles it again (Python never caches the bytecode of a main script; ~3.5 ms of CPU per start here). The
     sandbox runs the host's own interpreter, so the bytecode's magic matches; the source is the fallback."""
-    target = os.path.join(directory, "launcher.pyc")
+    target = os.path.join(directory, "supervisor.pyc")
     try:
-        py_compile.compile(str(LAUNCHER), cfile=target, dfile=LAUNCHER_IN_SANDBOX, doraise=True,
+        py_compile.compile(str(SUPERVISOR), cfile=target, dfile=SUPERVISOR_IN_SANDBOX, doraise=True,
                            invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
     except (py_compile.PyCompileError, OSError) as exc:
         log.warning("running the sandbox supervisor from source: cannot compile it (%s)", exc)
-        return str(LAUNCHER), LAUNCHER_IN_SANDBOX
+        return str(SUPERVISOR), SUPERVISOR_IN_SANDBOX
     os.chmod(target, 0o644)
-    return target, LAUNCHER_IN_SANDBOX + "c"
+    return target, SUPERVISOR_IN_SANDBOX + "c"
 
 
 class _Report(TypedDict, total=False):
-    """A JSON line of the supervisor's (sandbox/launcher.py): the run's report, or a batch case's header."""
+    """A JSON line of the supervisor's (sandbox/inside/supervisor.py): the run's report, or a batch case's header."""
 
     phase: str  # "run", "compile", "setup" (then only ``error``) or "case"
     error: str
@@ -287,7 +287,7 @@ class _Sandbox:
 
 
 async def _read_frame(stream: asyncio.StreamReader) -> tuple[bytes, bytes]:
-    """One frame of the supervisor's (sandbox/launcher.py): (kind, data); (b"", b"") once it is gone."""
+    """One frame of the supervisor's (sandbox/inside/supervisor.py): (kind, data); (b"", b"") once it is gone."""
     try:
         head = await stream.readexactly(5)
         return head[:1], await stream.readexactly(int.from_bytes(head[1:], "little"))
@@ -321,7 +321,7 @@ class BwrapBackend:
             Path(self._etc, name).write_text(text)
             os.chmod(Path(self._etc, name), 0o644)
         etc_binds = [(str(Path(self._etc, name)), f"/etc/{name}") for name in sorted(os.listdir(self._etc))]
-        launcher, launcher_inside = _compiled_launcher(self._etc)
+        supervisor, supervisor_inside = _compiled_supervisor(self._etc)
         self._cgroups: MemoryCgroups | None = None
         self._cgroup_reason = "disabled in the configuration (memory_cgroup=off)"
         if c.memory_cgroup != "off":
@@ -333,18 +333,18 @@ class BwrapBackend:
             *([] if self._privileged else ["--unshare-user"]),
             "--die-with-parent", "--new-session", "--as-pid-1", "--clearenv", "--hostname", "sandbox",
             # CAP_SYS_ADMIN only for the supervisor's first steps, as root in bwrap's mount namespace: it unmounts
-            # what bwrap binds over parts of /proc (launcher._uncover_proc), then drops every capability with its uid
+            # what bwrap binds over parts of /proc (supervisor._uncover_proc), then drops every capability with its uid
             *(["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SYS_ADMIN"]
               if self._privileged else []),
             *_mount_args([*SYSTEM_PATHS, *extra], mapped, etc_binds),
-            "--perms", "0755", "--dir", "/.sandbox", "--ro-bind", launcher, launcher_inside,
+            "--perms", "0755", "--dir", "/.sandbox", "--ro-bind", supervisor, supervisor_inside,
             "--proc", "/proc", "--dev", "/dev",
             # mount points only: the supervisor mounts the run's own tmpfs on them when the job (and its disk_mb) is in
             "--perms", "0755", "--dir", "/.rw", "--perms", "0755", "--dir", "/work", "--perms", "1777", "--dir", "/tmp",
             "--chdir", "/work",
             "--setenv", "PATH", BASE_ENV["PATH"],
             *(["--setenv", "LD_LIBRARY_PATH", self._python.library_path] if self._python.library_path else []),
-            self._python.executable, "-S", "-I", launcher_inside,
+            self._python.executable, "-S", "-I", supervisor_inside,
         ]
         self._uid_available = asyncio.Condition() if self._privileged else None
         self._slots = FairSlots(c.max_concurrent)  # taken in turns by source (fairslots.run_source)

@@ -7,9 +7,9 @@ program's reach: new namespaces, mounts, tracing other processes, keyrings, io_u
 kexec, clock and host settings. Foreign syscall ABIs (i386 ``int 0x80`` on x86_64, x32) are refused too, since a
 filter keyed on x86_64 numbers would not see them.
 
-The launcher inside the sandbox is stdlib-only and never imports this module: the host builds the program once and
-ships its bytes in each job; the launcher installs them with ``prctl(PR_SET_SECCOMP)`` in the child just before the
-program's first instruction.
+The supervisor inside the sandbox (sandbox/inside/) is stdlib-only and never imports this module: the host builds
+the program once and ships its bytes in each job; the supervisor installs them with ``prctl(PR_SET_SECCOMP)`` in
+the child just before the program's first instruction.
 """
 from __future__ import annotations
 

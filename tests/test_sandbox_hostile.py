@@ -146,7 +146,7 @@ def test_cannot_write_outside_the_work_dir(srv: LiveServer, tmp_path: Path) -> N
     victim = tmp_path / "victim.txt"
     code = (
         "import os\n"
-        f"paths = ['/usr/evil', '/etc/evil', '/evil', '/root/evil', '/.sandbox/launcher.py', {str(victim)!r},"
+        f"paths = ['/usr/evil', '/etc/evil', '/evil', '/root/evil', '/.sandbox/supervisor.py', {str(victim)!r},"
         f" {str(Path(__file__))!r}, '/proc/sys/kernel/hostname']\n"
         "for p in paths:\n"
         "    try:\n"

@@ -521,7 +521,8 @@ def test_one_byte_writes_do_not_make_the_host_spend_a_frame_per_byte(box: OneSan
     (about 40% of a core of the host's loop for one run). The supervisor now holds a stream's output until its half
     of the buffer is full or FLUSH_S has passed, so the frames of a case are bounded by its wall time, whatever the
     program writes. Counted at the host's frame reader."""
-    from sandbox import bwrap, launcher
+    from sandbox import bwrap
+    from sandbox.inside import supervisor
 
     frames: list[bytes] = []
     real = bwrap._read_frame
@@ -551,7 +552,7 @@ def test_one_byte_writes_do_not_make_the_host_spend_a_frame_per_byte(box: OneSan
     assert written > 1000 and result.stdout.count("x") == written, (written, result.stdout.count("x"))
     output_frames = sum(kind in (b"O", b"E") for kind in frames)
     # per stream: one frame per FLUSH_S of the run at most, and one at its end
-    bound = 2 * (result.wall_ms / 1000.0 / launcher.FLUSH_S + 2)
+    bound = 2 * (result.wall_ms / 1000.0 / supervisor.FLUSH_S + 2)
     assert 2 <= output_frames <= bound, (output_frames, bound, written)
 
 

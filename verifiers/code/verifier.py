@@ -1,10 +1,11 @@
 """The ``code`` verifier: unit-test rewards with per-test results and weighted partial credit.
 
 Python function/assert tests of one completion run in ONE sandbox run under the two-process harness
-(``harness.py``); stdin/stdout cases go to the sandbox's batch mode (``run_cases``: one compile and one sandbox
-start for many cases, each case still its own process with its own limits), batches of one item in parallel, and
-are compared here, outside the sandbox, so the expected output never enters it. Many completions run in parallel
-because the engine awaits every item's ``acheck`` concurrently and the sandbox backend queues the runs.
+(``sandbox/inside/harness.py``); stdin/stdout cases go to the sandbox's batch mode (``run_cases``: one compile and
+one sandbox start for many cases, each case still its own process with its own limits), batches of one item in
+parallel, and are compared here, outside the sandbox, so the expected output never enters it. Many completions
+run in parallel because the engine awaits every item's ``acheck`` concurrently and the sandbox backend queues the
+runs.
 """
 from __future__ import annotations
 
@@ -13,13 +14,13 @@ import asyncio
 import json
 import secrets
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from pydantic import Field
 
 from sandbox.api import Limits, RunRequest, RunResult, RunStatus, one_run_per_case
 from sandbox.fairslots import run_source
+from sandbox.inside import HARNESS
 from verifiers.base import BaseOptions, Verifier
 from verifiers.code.extract import extract_program
 from verifiers.code.plan import TestPlan, build_plan
@@ -41,7 +42,7 @@ class CodeOptions(BaseOptions):
 
 @lru_cache(maxsize=1)
 def harness_source() -> str:
-    return (Path(__file__).with_name("harness.py")).read_text()
+    return HARNESS.read_text()
 
 
 def _defines(code: str, name: str) -> bool:

@@ -11,7 +11,7 @@ never share one with it:
 - the *candidate* runs in a child that never saw the tests or the nonce: the first one is forked before the judge
   loads the reference's modules (their import-time state, such as numpy's global generator, is the tests') and
   reads its stdin (the sandbox hands stdin over without it ever passing through the interpreter's memory, see
-  sandbox/launcher.py, so the fork copies nothing secret and skips interpreter start-up); a restart after a
+  sandbox/inside/supervisor.py, so the fork copies nothing secret and skips interpreter start-up); a restart after a
   timeout or crash is started with ``exec`` (a fresh memory image). Its stdin/stdout/stderr are /dev/null, and it
   only answers requests over a pipe: "call f with these arguments", "get this attribute";
 - the judge writes one line per finished test, prefixed by the nonce, on a private dup of the real stdout. The host

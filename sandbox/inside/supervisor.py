@@ -1,4 +1,4 @@
-"""The supervisor that runs INSIDE each sandbox (started by bubblewrap as pid 1: ``python -S -I launcher.py``).
+"""The supervisor that runs INSIDE each sandbox (started by bubblewrap as pid 1: ``python -S -I supervisor.py``).
 
 Stdlib only and standalone: it is executed as a file inside the sandbox, never imported by the host. It starts,
 drops to an unprivileged uid, enters a user and mount namespace of its own, makes itself non-dumpable (nothing a
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from types import ModuleType
     from typing import Any
 
-    Job = dict[str, Any]  # the host's job (sandbox/bwrap.py builds it), trusted
+    Job = dict[str, Any]  # the host's job (sandbox/bwrap/ builds it), trusted
     # what an inline Python program keeps of it: its path, argv, environment, extra sys.path, precompiled code
     Program = tuple[str, list[str], dict[str, str], list[str], bytes]
     # what _json writes: the report and each case's header
@@ -169,7 +169,7 @@ def _enter_namespaces(uid: int | None, gid: int | None) -> str:
     single = _fill_projid_map()
     # Credential changes (the uid, the new namespace's capabilities) cleared the parent-death signal bwrap set; set it
     # again. It only takes effect where bwrap may signal us (same uid); when we run under a uid of our own, bwrap holds
-    # no CAP_KILL and the host kills us itself, through a pidfd (sandbox/bwrap.py).
+    # no CAP_KILL and the host kills us itself, through a pidfd (sandbox/bwrap/).
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # from here on, no process of the program can open our /proc files
     libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
