@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from sandbox.bwrap import _Frames
+from sandbox.bwrap.backend import _Frames
 from sandbox.paths import MAX_COLLECT
 from tests.conftest import LiveServer
 

@@ -521,7 +521,7 @@ def test_one_byte_writes_do_not_make_the_host_spend_a_frame_per_byte(box: OneSan
     (about 40% of a core of the host's loop for one run). The supervisor now holds a stream's output until its half
     of the buffer is full or FLUSH_S has passed, so the frames of a case are bounded by its wall time, whatever the
     program writes. Counted at the host's frame reader."""
-    from sandbox import bwrap
+    from sandbox.bwrap import backend as bwrap
     from sandbox.inside import supervisor
 
     frames: list[bytes] = []
