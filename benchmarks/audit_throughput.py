@@ -22,7 +22,7 @@ from reward_service.runtime import Runtime
 from reward_service.settings import Settings
 from verifiers.audit.attacks import TEXT_FAMILIES
 from verifiers.audit.probes import generate, probe_audit
-from verifiers.registry import build_registry
+from verifiers.engine.registry import build_registry
 from verifiers.types import VerifyItem
 
 

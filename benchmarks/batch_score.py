@@ -69,7 +69,7 @@ def main() -> None:
     parser.add_argument("--chunk-size", type=int, default=256)
     parser.add_argument("--concurrency", type=int, default=4)
     args = parser.parse_args()
-    from verifiers.registry import build_registry
+    from verifiers.engine.registry import build_registry
 
     verifier = args.verifier or ("math" if "math" in build_registry() else "exact_match")
     spec = RowSpec(verifier=verifier)

@@ -106,7 +106,7 @@ def breakdown(rows: list, n: int) -> str:
     from sandbox.api import Limits, RunRequest
     from sandbox.bwrap import BwrapBackend, BwrapConfig
     from verifiers.engine import Engine
-    from verifiers.registry import build_registry
+    from verifiers.engine.registry import build_registry
     from verifiers.types import VerifyItem
 
     rows = rows[:n]

@@ -43,9 +43,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import SHARED_DATA
 from verifiers.engine import Engine
+from verifiers.engine.pool import WorkerPool
+from verifiers.engine.registry import load_modules
 from verifiers.math.extract import boxed_contents
-from verifiers.pool import WorkerPool
-from verifiers.registry import load_modules
 from verifiers.types import VerifyItem
 
 DATA = SHARED_DATA / "math" / "processbench_answers.jsonl"

@@ -16,8 +16,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import SHARED_DATA
+from verifiers.engine.pool import WorkerPool
 from verifiers.ifeval import IfEval
-from verifiers.pool import WorkerPool
 
 
 def load() -> list[tuple[str, dict]]:

@@ -4,7 +4,7 @@ Data: ``../shared/data/math/processbench_answers.jsonl`` (3,397 responses of 12 
 OlympiadBench and Omni-MATH problems, each with a reference answer and ProcessBench's label of whether its final
 answer is right). Prints false positives (scored 1, label wrong) and false negatives (not scored 1, label right) of
 each verifier, per source and in total, then the wall time of each over the whole file on ``--workers`` processes:
-ours through ``verifiers.pool.WorkerPool`` (the service's own path, with its per-item deadline), Math-Verify's
+ours through ``verifiers.engine.pool.WorkerPool`` (the service's own path, with its per-item deadline), Math-Verify's
 ``parse`` + ``verify`` with its defaults through a ``multiprocessing.Pool`` of the same size. Both sides are warmed
 on a few rows first (imports, parser start-up). ``--out FILE`` writes one JSON row per item where the two verifiers
 or a verifier and the label disagree.
@@ -48,7 +48,7 @@ def mv_row(pair: tuple[str, str]) -> tuple[bool, str]:
 
 
 async def ours_all(rows: list[dict[str, Any]], workers: int, timeout_s: float) -> tuple[list[dict[str, Any]], float]:
-    from verifiers.pool import WorkerPool
+    from verifiers.engine.pool import WorkerPool
 
     pool = WorkerPool(workers, ["verifiers.math.verifier"])
     await pool.start()

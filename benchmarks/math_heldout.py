@@ -433,7 +433,7 @@ def mv_all(cases: list[Case], workers: int) -> list[bool]:
 
 
 async def ours_all(cases: list[Case], workers: int, timeout_s: float = 10.0) -> list[dict[str, Any]]:
-    from verifiers.pool import WorkerPool
+    from verifiers.engine.pool import WorkerPool
 
     pool = WorkerPool(workers, ["verifiers.math.verifier"])
     await pool.start()

@@ -5,7 +5,7 @@ gold against the next problem's solution (a wrong pair). Every configuration is 
 half of MATH-500 and timed on the pairs of the second half, so parser internals (ANTLR, sympy) are warm as in a
 running service while no timed gold was seen before (our per-worker gold cache only helps within a pass, as in a
 GRPO group). Figures are pairs/s and the ratio ours / math-verify:
-- single worker and full pool: ours through ``verifiers.pool.WorkerPool``, math-verify through a
+- single worker and full pool: ours through ``verifiers.engine.pool.WorkerPool``, math-verify through a
   ``multiprocessing.Pool`` of the same size, each in fresh processes (best of ``--rounds``).
 Run: python -m benchmarks.math_throughput [--workers N]
 """
@@ -74,7 +74,7 @@ def ours_check(pair: tuple[str, str, bool]) -> bool:
 
 
 async def pool_rate(warm: list[tuple[str, str, bool]], pairs: list[tuple[str, str, bool]], workers: int) -> float:
-    from verifiers.pool import WorkerPool
+    from verifiers.engine.pool import WorkerPool
 
     pool = WorkerPool(workers, ["verifiers.math.verifier"])
     await pool.start()

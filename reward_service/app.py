@@ -28,7 +28,7 @@ from reward_service.runtime import Runtime
 from reward_service.services import Services
 from reward_service.settings import Settings
 from sandbox.fairslots import run_client, run_source
-from verifiers.pool import job_source
+from verifiers.context import request_source
 from verifiers.types import Verdict
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ class RequestContext:
         headers = dict(scope.get("headers") or [])
         rid = headers.get(b"x-request-id", b"").decode("latin-1")[:64] or uuid.uuid4().hex[:16]
         request_id_var.set(rid)
-        job_source.set(rid)  # the worker pool's backlog takes turns between requests
+        request_source.set(rid)  # the worker pool's backlog takes turns between requests
         run_source.set(rid)  # and so do the sandbox's slots, first between clients, then between their requests:
         run_client.set(client_key(scope))  # many parallel requests of one client take one client's turns
         started = time.perf_counter()

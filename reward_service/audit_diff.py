@@ -63,7 +63,7 @@ def check_job(job: DiffJob, settings: Settings) -> tuple[str, str]:
     from pydantic import ValidationError
 
     from verifiers.engine import Engine
-    from verifiers.registry import UnknownVerifier, build_registry
+    from verifiers.engine.registry import UnknownVerifier, build_registry
     from verifiers.spec import named_specs
     from verifiers.types import VerifyItem
 

@@ -60,7 +60,7 @@ def verify(
     from pydantic import ValidationError
 
     from reward_service.runtime import Runtime
-    from verifiers.registry import UnknownVerifier
+    from verifiers.engine.registry import UnknownVerifier
     from verifiers.types import VerifyItem
 
     settings = load_settings(config, workers=1)

@@ -17,8 +17,8 @@ from reward_service.reward_models import open_reward_models
 from reward_service.sandbox_resource import open_sandbox
 from reward_service.settings import Settings
 from verifiers.engine import Engine, ResultHook
-from verifiers.pool import WorkerPool
-from verifiers.registry import Registry, build_registry
+from verifiers.engine.pool import WorkerPool
+from verifiers.engine.registry import Registry, build_registry
 from verifiers.spec import named_specs
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ class Runtime:
     async def open(cls, settings: Settings, on_result: ResultHook | None = None) -> AsyncIterator[Runtime]:
         modules = list(settings.execution.extra_verifier_modules)
         registry = build_registry(modules)
-        from verifiers.registry import BUILTIN_MODULES
+        from verifiers.engine.registry import BUILTIN_MODULES
 
         specs = named_specs(settings.composition.reward_specs)
         for spec in specs:

@@ -13,7 +13,7 @@ import pytest
 
 from sandbox.bwrap import BwrapBackend, BwrapConfig
 from verifiers.engine import Engine
-from verifiers.registry import build_registry
+from verifiers.engine.registry import build_registry
 from verifiers.types import Verdict, VerifyItem
 
 

@@ -6,9 +6,9 @@ import asyncio
 from typing import Any
 
 from verifiers.engine import Engine
+from verifiers.engine.registry import load_modules
 from verifiers.judges.backends import OpenAIChatBackend
 from verifiers.judges.registry import JudgeRegistry
-from verifiers.registry import load_modules
 from verifiers.types import Verdict, VerifyItem
 
 API_KEY = "sk-test-7f3a9c"

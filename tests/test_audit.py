@@ -18,7 +18,7 @@ from verifiers.audit.attacks import FAMILIES, Target, entry_point, gold_text, wr
 from verifiers.audit.probes import generate
 from verifiers.calibration import SQLiteCalibrationStore
 from verifiers.engine import Engine
-from verifiers.registry import build_registry
+from verifiers.engine.registry import build_registry
 
 PLUGINS = ["tests.plugins.noisy_verifiers", "tests.plugins.testing_verifiers"]
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)

@@ -18,7 +18,7 @@ import pytest
 from tests.conftest import ROOT
 from verifiers.audit.diff import DiffTally, category
 from verifiers.engine import Engine
-from verifiers.registry import build_registry
+from verifiers.engine.registry import build_registry
 from verifiers.types import VerifyItem
 
 XSS_ID = "xss-<i>&"

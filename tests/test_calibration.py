@@ -19,7 +19,7 @@ from verifiers.calibration.apply import CalibrationPolicy
 from verifiers.calibration.correction import NoiseRates, backward, forward_weight
 from verifiers.calibration.key import config_key
 from verifiers.engine import Engine
-from verifiers.registry import build_registry
+from verifiers.engine.registry import build_registry
 from verifiers.types import Status, VerifyItem
 
 RHO0, RHO1, PREVALENCE = 0.25, 0.30, 0.3

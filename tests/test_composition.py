@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from reward_service.group_stats import group_stats
 from tests.conftest import LiveServer, run_server
-from verifiers.groups import group_stats
 from verifiers.shaping import (
     FormatVerifier,
     JsonSchemaVerifier,

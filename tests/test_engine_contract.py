@@ -11,8 +11,8 @@ from verifiers.base import BaseOptions, Prepared, Verifier
 from verifiers.calibration.apply import CalibrationStage
 from verifiers.context import Context
 from verifiers.engine import Engine
-from verifiers.failures import failure_verdict
-from verifiers.registry import build_registry
+from verifiers.engine.failures import failure_verdict
+from verifiers.engine.registry import build_registry
 from verifiers.types import InvalidReference, Status, Verdict, VerifierUnavailable, VerifyItem
 
 PLUGINS = ["tests.plugins.noisy_verifiers", "tests.plugins.testing_verifiers"]

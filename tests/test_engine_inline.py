@@ -7,8 +7,8 @@ import pytest
 
 from tests.conftest import LiveServer
 from verifiers.engine import Engine
-from verifiers.pool import WorkerPool
-from verifiers.registry import BUILTIN_MODULES, build_registry
+from verifiers.engine.pool import WorkerPool
+from verifiers.engine.registry import BUILTIN_MODULES, build_registry
 from verifiers.types import VerifyItem
 
 CASES = [

@@ -14,9 +14,9 @@ transformers = pytest.importorskip("transformers")
 from reward_service.judge_resources import build_judges  # noqa: E402
 from reward_service.settings import Settings  # noqa: E402
 from verifiers.engine import Engine  # noqa: E402
+from verifiers.engine.registry import load_modules  # noqa: E402
 from verifiers.judges.backends import Sampling, TransformersBackend  # noqa: E402
 from verifiers.judges.prompts import reference_messages  # noqa: E402
-from verifiers.registry import load_modules  # noqa: E402
 from verifiers.types import Status, VerifyItem  # noqa: E402
 
 CHAT_TEMPLATE = (

@@ -9,8 +9,7 @@ import time
 import psutil
 
 from verifiers import VerifyItem, verify_sync
-from verifiers.engine import Engine
-from verifiers.local import LocalVerifier
+from verifiers.engine import LocalVerifier, local_engine
 from verifiers.types import Status
 
 # The final line of a real model answer (ProcessBench omnimath-120, Qwen2.5-Math-7B-Instruct; gold 2^{2000}):
@@ -57,7 +56,7 @@ def test_engine_local_loop_kills_overruns_and_goes_on_scoring() -> None:
 
     async def main() -> list[tuple[Status, float | None, float]]:
         out = []
-        async with Engine.local(modules) as engine:
+        async with local_engine(modules) as engine:
             for item in items:
                 started = time.monotonic()
                 verdict = await engine.verify(item)
@@ -96,7 +95,7 @@ def test_a_stuck_worker_dies_with_its_parent(tmp_path) -> None:
     script = tmp_path / "dies.py"
     script.write_text(
         "import asyncio, os\n"
-        "from verifiers.pool import WorkerPool\n"
+        "from verifiers.engine.pool import WorkerPool\n"
         "async def main():\n"
         "    pool = WorkerPool(1, ['tests.plugins.testing_verifiers'])\n"
         "    await pool.start()\n"

@@ -13,8 +13,8 @@ import pytest
 
 from tests.conftest import LiveServer
 from verifiers.engine import Engine
-from verifiers.pool import WorkerPool
-from verifiers.registry import BUILTIN_MODULES, build_registry
+from verifiers.engine.pool import WorkerPool
+from verifiers.engine.registry import BUILTIN_MODULES, build_registry
 from verifiers.types import Status, Verdict, VerifyItem
 
 MODULE = "verifiers.math.math_verify_verifier"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from verifiers.pool import Job, WorkerPool
+from verifiers.engine.pool import Job, WorkerPool
 from verifiers.types import Status
 
 PLUGINS = ["tests.plugins.testing_verifiers"]

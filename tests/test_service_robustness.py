@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tests.conftest import LiveServer
-from verifiers.pool import WorkerPool
+from verifiers.engine.pool import WorkerPool
 from verifiers.types import Status
 
 NORMAL = {"verifier": "math", "response": "The answer is $\\boxed{42}$.", "reference": "42"}
@@ -170,7 +170,7 @@ def test_functions_of_astronomical_arguments_are_refused_by_the_cost_guard(answe
 
 def test_the_backlog_takes_turns_between_requests() -> None:
     """One request's long backlog does not hold back another request's item queued behind it."""
-    from verifiers.pool import Job
+    from verifiers.engine.pool import Job
 
     async def main() -> tuple[list[float], float]:
         pool = WorkerPool(1, ["tests.plugins.testing_verifiers"], max_chunk=2)
@@ -196,7 +196,7 @@ def test_the_backlog_takes_turns_between_requests() -> None:
 
 def test_deadlines_count_from_admission() -> None:
     """An item that waited out its deadline in the backlog is a timeout without being run."""
-    from verifiers.pool import Job
+    from verifiers.engine.pool import Job
 
     async def main() -> tuple:
         pool = WorkerPool(1, ["tests.plugins.testing_verifiers"], max_chunk=1)

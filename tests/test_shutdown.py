@@ -31,7 +31,7 @@ print("closed")
 
 WORKERS = """
 import asyncio
-from verifiers.pool import WorkerPool
+from verifiers.engine.pool import WorkerPool
 
 async def once(delay):
     pool = WorkerPool(2, ["verifiers.basic"])

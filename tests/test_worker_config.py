@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.test_composition import _tiny_tokenizer
-from verifiers.pool import WorkerPool
-from verifiers.worker_config import WorkerConfig, parse_args
+from verifiers.engine.pool import WorkerPool
+from verifiers.engine.worker_config import WorkerConfig, parse_args
 
 
 def test_config_round_trips_through_the_command_line() -> None:

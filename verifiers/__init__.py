@@ -7,7 +7,7 @@ Usable without the HTTP service::
 """
 from verifiers.base import BaseOptions, Verifier
 from verifiers.engine import Engine, verify_sync
-from verifiers.registry import Registry, UnknownVerifier, build_registry
+from verifiers.engine.registry import Registry, UnknownVerifier, build_registry
 from verifiers.types import InvalidReference, Status, Verdict, VerifierUnavailable, VerifyItem
 
 __all__ = [

@@ -50,7 +50,7 @@ class Verifier(Generic[OptionsT]):
     default_timeout_s: ClassVar[float | None] = None
     # Group-level verifiers (``consensus``) score an item against the other items of its request sharing its
     # ``group``: the per-item check runs as usual (in workers), then ``finish_group`` runs once the request's items
-    # are all in (see ``verifiers.group_level``).
+    # are all in (see ``verifiers.engine.groups``).
     group_level: ClassVar[bool] = False
 
     def parse_options(self, raw: dict[str, Any] | None) -> OptionsT:

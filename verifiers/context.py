@@ -7,6 +7,7 @@ deadlines and failure mapping as any item, but reports only the top-level item t
 """
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,12 +17,21 @@ from verifiers.types import Verdict, VerifierUnavailable, VerifyItem
 NestedVerify = Callable[[VerifyItem], Awaitable[Verdict]]
 NestedVerifyMany = Callable[[Sequence[VerifyItem]], Awaitable[list[Verdict]]]
 
+# Who the running checks are for (the server sets its request id): the worker pool's backlog and the backends a check
+# reaches take turns between sources, so one request's thousands of items cannot starve another's.
+request_source: contextvars.ContextVar[str] = contextvars.ContextVar("request_source", default="")
+
 
 @dataclass(frozen=True)
 class Context:
     resources: Mapping[str, Any]
     verify: NestedVerify  # one nested item; raises UnknownVerifier / ValidationError if it cannot be prepared
     verify_many: NestedVerifyMany  # nested items, cheap ones inline, the rest concurrently, with the group pass
+
+    @property
+    def source(self) -> str:
+        """The request the running check belongs to ("" outside one)."""
+        return request_source.get()
 
     def resource(self, name: str) -> Any:
         """A named backend (``sandbox``, ``judges``, ``models``, ``calibration``...); unavailable if not configured."""

@@ -6,6 +6,7 @@ infrastructure trouble carries a null score so a trainer can never mistake it fo
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,3 +118,15 @@ class VerifierUnavailable(Exception):
 
 class InvalidReference(Exception):
     """Raised by a verifier when the reference cannot be used; the engine turns it into ``invalid_reference``."""
+
+
+class UnknownVerifier(KeyError):
+    """No verifier of this name is registered: the item cannot be prepared (a 422 on the server)."""
+
+    def __init__(self, name: str, known: Iterable[str]):
+        super().__init__(name)
+        self.name = name
+        self.known = sorted(known)
+
+    def __str__(self) -> str:
+        return f"unknown verifier {self.name!r}; known: {', '.join(self.known)}"

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from reward_service.batch.rows import Item, Result, complete, error_result
 from verifiers.engine import Engine
-from verifiers.registry import UnknownVerifier
+from verifiers.engine.registry import UnknownVerifier
 from verifiers.types import VerifyItem
 
 

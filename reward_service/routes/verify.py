@@ -10,12 +10,12 @@ from reward_service.admission import AdmissionGate
 from reward_service.auth import require_token
 from reward_service.deps import AdmissionDep, SettingsDep
 from reward_service.errors import ApiError
+from reward_service.group_stats import group_stats
 from reward_service.item_limits import json_chars, number_problem, surrogate_path
 from reward_service.schemas import VerifyItemIn, VerifyRequest, VerifyResponse, VerifyResult
 from reward_service.settings import LimitsSettings
 from verifiers.engine import Engine, Prepared
-from verifiers.groups import group_stats
-from verifiers.registry import UnknownVerifier
+from verifiers.engine.registry import UnknownVerifier
 from verifiers.types import Verdict, VerifyItem
 
 router = APIRouter(tags=["verify"], dependencies=[Depends(require_token)])

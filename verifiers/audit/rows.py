@@ -64,7 +64,7 @@ def audit_header(kind: str, engine: Engine, verifier: str, options: dict[str, An
     from pydantic import ValidationError
 
     from verifiers.calibration.key import config_key
-    from verifiers.registry import UnknownVerifier
+    from verifiers.engine.registry import UnknownVerifier
 
     if {"correction", "appeal", "noise_rates"} & set(options):
         raise AuditInputError("an audit measures the raw verifier: drop correction/appeal/noise_rates from options")

@@ -26,7 +26,6 @@ from verifiers.code.extract import extract_program
 from verifiers.code.plan import TestPlan, build_plan
 from verifiers.code.stdio import describe_mismatch, outputs_match
 from verifiers.context import Context
-from verifiers.pool import job_source
 from verifiers.types import InvalidReference, Verdict
 
 MESSAGE_CHARS = 300
@@ -86,7 +85,7 @@ class Code(Verifier[CodeOptions]):
 
     async def acheck(self, response: str, reference: Any, options: CodeOptions, ctx: Context) -> Verdict:
         # The sandbox's slots go round-robin by request: one request's hundreds of cases cannot starve another's.
-        token = run_source.set(run_source.get() or job_source.get() or None)
+        token = run_source.set(run_source.get() or ctx.source or None)
         try:
             return await self._check(response, reference, options, ctx)
         finally:

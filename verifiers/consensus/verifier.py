@@ -20,8 +20,7 @@ from verifiers.consensus.clusters import Buckets, Tally, numeric_merges, symboli
 from verifiers.consensus.reading import SET, Unreadable, Vote, read_vote
 from verifiers.context import Context
 from verifiers.math.verifier import MathOptions, MathVerifier
-from verifiers.registry import UnknownVerifier
-from verifiers.types import Status, Verdict, VerifyItem
+from verifiers.types import Status, UnknownVerifier, Verdict, VerifyItem
 
 
 class WeightBy(BaseModel):

@@ -18,8 +18,7 @@ from verifiers.judges import prompts
 from verifiers.judges.backends import JudgeError, Messages, Sampling
 from verifiers.judges.guards import GuardResult, check_response
 from verifiers.judges.parse import CriterionMark, JudgeParseError, parse_criteria, parse_verdict, parse_winner
-from verifiers.registry import UnknownVerifier
-from verifiers.types import InvalidReference, Verdict, VerifyItem
+from verifiers.types import InvalidReference, UnknownVerifier, Verdict, VerifyItem
 
 T = TypeVar("T")
 JUDGE_VERIFIERS = ("judge_reference", "rubric", "checklist", "pairwise")

@@ -10,6 +10,9 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from verifiers.base import Verifier
+from verifiers.types import UnknownVerifier
+
+__all__ = ["BUILTIN_MODULES", "Registry", "UnknownVerifier", "build_registry", "load_modules"]
 
 # Built-in verifier modules. Each module defines ``VERIFIERS: list[Verifier[Any]]``.
 BUILTIN_MODULES: tuple[str, ...] = (
@@ -24,16 +27,6 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "verifiers.shaping",
     "verifiers.spec",
 )
-
-
-class UnknownVerifier(KeyError):
-    def __init__(self, name: str, known: Iterable[str]):
-        super().__init__(name)
-        self.name = name
-        self.known = sorted(known)
-
-    def __str__(self) -> str:
-        return f"unknown verifier {self.name!r}; known: {', '.join(self.known)}"
 
 
 class Registry:

@@ -18,19 +18,18 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
-from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
 from verifiers.base import BaseOptions, Prepared, Verifier
 from verifiers.calibration.apply import CalibrationStage
 from verifiers.context import Context
-from verifiers.failures import failure_verdict
-from verifiers.group_level import finish_groups
-from verifiers.pool import WorkerPool
-from verifiers.registry import Registry
+from verifiers.engine.failures import failure_verdict
+from verifiers.engine.groups import finish_groups
+from verifiers.engine.pool import WorkerPool
+from verifiers.engine.registry import Registry
 from verifiers.types import Verdict, VerifyItem
 
-__all__ = ["Engine", "Prepared", "ResultHook", "Stage", "verify_sync"]
+__all__ = ["Engine", "Prepared", "ResultHook", "Stage"]
 
 log = logging.getLogger(__name__)
 
@@ -70,13 +69,6 @@ class Engine:
         self.stages: tuple[Stage, ...] = default_stages() if stages is None else tuple(stages)
         self.context = Context(self.resources, self._nested, self._nested_many)
         self._warned_soft_deadline = False
-
-    @staticmethod
-    def local(*args: Any, **kwargs: Any) -> AbstractAsyncContextManager[Engine]:
-        """``async with Engine.local() as engine``: library use with hard deadlines (``verifiers.local``)."""
-        from verifiers.local import local_engine
-
-        return local_engine(*args, **kwargs)
 
     def prepare(self, item: VerifyItem) -> Prepared:
         """Look the verifier up and validate its options (raises ``UnknownVerifier`` / ``ValidationError``)."""
@@ -176,7 +168,7 @@ class Engine:
             return await self.pool.run(verifier.name, p.item.response, p.item.reference, self._wire_options(p),
                                        deadline_s)
         # No pool: run in a thread; the deadline is then soft (the thread cannot be killed). Library code that needs
-        # hard deadlines uses Engine.local / verifiers.local.LocalVerifier.
+        # hard deadlines uses local_engine / LocalVerifier (verifiers.engine.local).
         try:
             return await asyncio.wait_for(
                 asyncio.to_thread(verifier.check, p.item.response, p.item.reference, p.options), deadline_s)
@@ -184,18 +176,7 @@ class Engine:
             if not self._warned_soft_deadline:
                 self._warned_soft_deadline = True
                 log.warning("a %s check overran its %gs deadline in a thread that cannot be stopped; use "
-                            "Engine.local() or verifiers.local.LocalVerifier for hard deadlines", verifier.name,
+                            "verifiers.engine.local_engine() or LocalVerifier for hard deadlines", verifier.name,
                             deadline_s)
             raise
 
-
-def verify_sync(item: VerifyItem, registry: Registry | None = None) -> Verdict:
-    """One check, for scripts and notebooks. With the built-in verifiers the deadline is hard: a check that is not
-    cheap runs in a worker subprocess started for this call (1-2 s; ``LocalVerifier`` keeps one for many calls).
-    A hand-built ``registry`` runs its checks in a thread, where the deadline is soft."""
-    if registry is not None:
-        return asyncio.run(Engine(registry).verify(item))
-    from verifiers.local import LocalVerifier
-
-    with LocalVerifier() as local:
-        return local.verify(item)

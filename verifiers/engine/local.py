@@ -1,7 +1,7 @@
 """Library use with hard deadlines: an engine whose process-mode checks run in its own worker subprocess.
 
 A check run in a thread cannot be stopped: past its deadline it gets its ``timeout`` verdict but keeps burning a
-core, and ``asyncio.run`` waits for it at exit (issue 22). ``local_engine``/``LocalVerifier`` send those checks to a
+core, and ``asyncio.run`` waits for it at exit. ``local_engine``/``LocalVerifier`` send those checks to a
 small ``WorkerPool`` instead, started on the first check that needs it (cheap inline checks never start one); an
 overrun kills and replaces the worker, and leaving the context kills it, so no thread or child outlives the call.
 Forking per check was tried and reverted: 9 ms per check, and a verifier's state changed in a throw-away child.
@@ -15,9 +15,9 @@ from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any
 
-from verifiers.engine import Engine
-from verifiers.pool import Job, WorkerPool
-from verifiers.registry import BUILTIN_MODULES, load_modules
+from verifiers.engine.core import Engine
+from verifiers.engine.pool import Job, WorkerPool
+from verifiers.engine.registry import BUILTIN_MODULES, Registry, load_modules
 from verifiers.types import Verdict, VerifyItem
 
 
@@ -105,3 +105,13 @@ class LocalVerifier:
     def verify_many(self, items: Sequence[VerifyItem]) -> list[Verdict]:
         assert self._runner is not None and self.engine is not None, "use LocalVerifier in a with block"
         return self._runner.run(self.engine.verify_many(items))
+
+
+def verify_sync(item: VerifyItem, registry: Registry | None = None) -> Verdict:
+    """One check, for scripts and notebooks. With the built-in verifiers the deadline is hard: a check that is not
+    cheap runs in a worker subprocess started for this call (1-2 s; ``LocalVerifier`` keeps one for many calls).
+    A hand-built ``registry`` runs its checks in a thread, where the deadline is soft."""
+    if registry is not None:
+        return asyncio.run(Engine(registry).verify(item))
+    with LocalVerifier() as local:
+        return local.verify(item)

@@ -1,38 +1,34 @@
 """A pool of worker processes with a hard deadline per item.
 
 ``concurrent.futures.ProcessPoolExecutor`` cannot kill one stuck task, and ``signal.alarm`` does not work outside
-the main thread (field notes §2), so each worker is a plain subprocess driven over pipes: an item that overruns its
+the main thread, so each worker is a plain subprocess driven over pipes: an item that overruns its
 deadline gets its worker killed and replaced while the other workers keep serving.
 """
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import functools
 import logging
 import os
 import pickle
 import sys
 import time
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from sandbox.spawn import start_process
-from verifiers._frames import HEADER as _HEADER
-from verifiers.fairqueue import FairQueue
+from verifiers.context import request_source
+from verifiers.engine.fairness import FairQueue, WorkerShares
+from verifiers.engine.frames import aread_frame, frame
+from verifiers.engine.worker_config import WorkerConfig
 from verifiers.types import Verdict
-from verifiers.worker_config import WorkerConfig
 
 log = logging.getLogger(__name__)
 
 # CPU priority of a worker whose check was set aside: about 1.5% of a normal worker's share when the CPU is
 # contended (a runaway check barely slows others), full speed when it is not (a legitimately slow check still ends).
 _SET_ASIDE_NICE = 19
-
-# Who a job is for (the server sets the request id): the backlog takes turns between sources.
-job_source: contextvars.ContextVar[str] = contextvars.ContextVar("job_source", default="")
 
 
 def _serialise(
@@ -68,19 +64,15 @@ class _Worker:
     def __init__(self, proc: asyncio.subprocess.Process):
         self.proc = proc
 
-    async def send(self, obj: Any) -> None:
-        await self.send_bytes(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
-
-    async def send_bytes(self, data: bytes) -> None:
+    async def send_bytes(self, payload: bytes) -> None:
+        """One frame of an already pickled payload (see ``_serialise``)."""
         assert self.proc.stdin is not None
-        self.proc.stdin.write(_HEADER.pack(len(data)) + data)
+        self.proc.stdin.write(frame(payload))
         await self.proc.stdin.drain()
 
     async def recv(self) -> Any:
         assert self.proc.stdout is not None
-        header = await self.proc.stdout.readexactly(_HEADER.size)
-        (size,) = _HEADER.unpack(header)
-        return pickle.loads(await self.proc.stdout.readexactly(size))
+        return await aread_frame(self.proc.stdout)
 
     async def kill(self) -> None:
         if self.proc.returncode is None:
@@ -150,10 +142,7 @@ class WorkerPool:
         self._retiring: set[_Worker] = set()  # killed, not yet reaped by their replacement task
         self._aside: set[_Worker] = set()  # running a slow check, already replaced (see _set_aside)
         self._pending: FairQueue[tuple[Job, asyncio.Future[Verdict]]] = FairQueue()
-        self._busy_sources: Counter[str] = Counter()  # workers running each source's chunks
-        self._proven: set[str] = set()  # sources whose last chunk was done with no check set aside (see _dispatch)
-        self._ever_proven: set[str] = set()
-        self._aside_by_source: Counter[str] = Counter()
+        self._shares = WorkerShares(self.size, max_chunk)
         self._wakeup = asyncio.Event()
         self._dispatcher: asyncio.Task[None] | None = None
 
@@ -180,7 +169,7 @@ class WorkerPool:
         proc = await start_process(
             sys.executable,
             "-m",
-            "verifiers._worker",
+            "verifiers.engine.worker",
             *self.worker_config.argv(),
             *self.modules,
             stdin=asyncio.subprocess.PIPE,
@@ -245,9 +234,6 @@ class WorkerPool:
     async def run(self, name: str, response: str, reference: Any, options: dict[str, Any], timeout_s: float) -> Verdict:
         return await self.submit(Job(name, response, reference, options, timeout_s))
 
-    async def run_batch(self, jobs: Sequence[Job]) -> list[Verdict]:
-        return list(await asyncio.gather(*(self.submit(job) for job in jobs)))
-
     async def submit(self, job: Job) -> Verdict:
         """Queue one job. Jobs queued together (a batch, a spec's components, concurrent requests) are coalesced
         into chunks: one pipe round trip per chunk, each job still under its own deadline."""
@@ -255,7 +241,7 @@ class WorkerPool:
             return Verdict.unavailable("worker pool is shut down")
         future: asyncio.Future[Verdict] = asyncio.get_running_loop().create_future()
         if not job.source:
-            job.source = job_source.get()
+            job.source = request_source.get()
         self._pending.append(job.source, (job, future))
         self._wakeup.set()
         if self._dispatcher is None or self._dispatcher.done():
@@ -287,7 +273,7 @@ class WorkerPool:
             if not chunk:
                 self._idle.put_nowait(worker)
                 continue
-            self._busy_sources[source] += 1
+            self._shares.started(source)
             task = asyncio.create_task(self._run_chunk(worker, chunk))
             task.add_done_callback(functools.partial(self._release_source, source))
             self._tasks.add(task)
@@ -301,10 +287,9 @@ class WorkerPool:
         """A check still running after ``slow_after_s`` (real ones take milliseconds) has its worker set aside: the
         worker drops to a low CPU priority and is retired once the check ends or overruns, a fresh worker takes
         its place at once, and the rest of its chunk goes back to the queue. A check that holds its worker until the
-        deadline then costs other clients neither a worker nor much CPU (issue 22). At most ``size`` at a time."""
+        deadline then costs other clients neither a worker nor much CPU. At most ``size`` at a time."""
         self._aside.add(worker)
-        self._proven.discard(chunk[at][0].source)
-        self._aside_by_source[chunk[at][0].source] += 1
+        self._shares.set_aside(chunk[at][0].source)
         try:
             os.setpriority(os.PRIO_PROCESS, worker.proc.pid, _SET_ASIDE_NICE)
         except OSError:
@@ -322,28 +307,13 @@ class WorkerPool:
             self._wakeup.set()
 
     def _take_chunk(self) -> tuple[str | None, list[tuple[Job, asyncio.Future[Verdict]]]]:
-        """A chunk holds one source's items, spread over all workers and capped so one slow job delays few others.
-        A source already on its share of the workers waits while another source has items. A source not proven (no
-        chunk done yet, or its last chunk had a check set aside) gets one item per chunk and at most half of the
-        workers, counting its set-aside ones until it was ever proven: a request of runaway checks cannot take every
-        worker before it is known to be slow, and a big batch with one slow answer goes on at once (its next one-item
-        chunk proves it again) (issue 22)."""
-        busy, proven, aside = self._busy_sources, self._proven, self._aside_by_source
-        share = max(1, self.size // len(set(self._pending.sources()) | {s for s, c in busy.items() if c > 0}))
-        return self._pending.take_run(
-            lambda queued: min(self.max_chunk, -(-queued // self.size)), lambda s: busy[s] >= share,
-            lambda s: s not in proven and busy[s] - (aside[s] if s in self._ever_proven else 0) >= max(
-                1, self.size // 2),
-            lambda s: s in proven)
+        """A chunk holds one source's items, spread over all workers and capped so one slow job delays few others,
+        under the ``WorkerShares`` policy."""
+        return self._pending.take_run(self._shares.sharing(self._pending.sources()))
 
     def _release_source(self, source: str, _task: asyncio.Task[None]) -> None:
         """A chunk of ``source``'s ended (the done callback of its task)."""
-        self._busy_sources[source] -= 1
-        if self._busy_sources[source] <= 0:
-            del self._busy_sources[source]
-            if source not in self._pending.sources():
-                self._proven.discard(source)
-                self._ever_proven.discard(source)
+        self._shares.ended(source, still_waiting=source in self._pending.sources())
         self._wakeup.set()  # a barred source may be served again
 
     async def _run_chunk(self, worker: _Worker, chunk: list[tuple[Job, asyncio.Future[Verdict]]]) -> None:
@@ -394,13 +364,9 @@ class WorkerPool:
             self._stats.busy -= 1
             if aside:  # its place in the pool was taken when it was set aside: retired, not replaced again
                 self._replace_later(worker, respawn=False)
-                source = chunk[0][0].source
-                self._aside_by_source[source] -= 1
-                if self._aside_by_source[source] <= 0:
-                    del self._aside_by_source[source]
+                self._shares.aside_ended(chunk[0][0].source)
             elif healthy:
-                self._proven.add(chunk[0][0].source)
-                self._ever_proven.add(chunk[0][0].source)
+                self._shares.proved(chunk[0][0].source)
                 self._idle.put_nowait(worker)
             else:
                 self._replace_later(worker)

@@ -1,6 +1,6 @@
 """Worker process for ``process``-mode verifiers: reads framed requests on stdin, writes verdicts on a private fd.
 
-Run as ``python -m verifiers._worker [--config JSON] MODULE...`` (``WorkerConfig``: the pool configures its
+Run as ``python -m verifiers.engine.worker [--config JSON] MODULE...`` (``WorkerConfig``: the pool configures its
 workers explicitly, not through environment variables). Verifier code that prints cannot corrupt the protocol: fd 1 is
 pointed at stderr before any verifier is imported, and verdicts go out on a duplicate of the original stdout.
 """
@@ -12,7 +12,7 @@ import signal
 import sys
 from typing import Any
 
-from verifiers._frames import read_frame, write_frame
+from verifiers.engine.frames import read_frame, write_frame
 
 
 def _limit_memory(mb: int) -> None:
@@ -33,7 +33,7 @@ def _die_with_parent() -> None:
 
 
 def main(argv: list[str]) -> None:
-    from verifiers.worker_config import parse_args
+    from verifiers.engine.worker_config import parse_args
 
     config, modules = parse_args(argv)
     _die_with_parent()
@@ -41,8 +41,8 @@ def main(argv: list[str]) -> None:
     os.dup2(2, 1)
     proto_in = sys.stdin.buffer
 
-    from verifiers.failures import failure_verdict
-    from verifiers.registry import load_modules
+    from verifiers.engine.failures import failure_verdict
+    from verifiers.engine.registry import load_modules
     from verifiers.types import Verdict
 
     if config.length_tokenizers:
