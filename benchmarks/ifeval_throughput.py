@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import SHARED_DATA
 from verifiers.engine.pool import WorkerPool
-from verifiers.ifeval import IfEval
+from verifiers.kinds.ifeval import IfEvalVerifier
 
 
 def load() -> list[tuple[str, dict]]:
@@ -34,7 +34,7 @@ def load() -> list[tuple[str, dict]]:
 
 
 def in_process(data: list[tuple[str, dict]], mode: str) -> float:
-    verifier = IfEval()
+    verifier = IfEvalVerifier()
     options = verifier.parse_options({"mode": mode})
     started = time.perf_counter()
     for response, reference in data:
@@ -43,7 +43,7 @@ def in_process(data: list[tuple[str, dict]], mode: str) -> float:
 
 
 async def through_pool(data: list[tuple[str, dict]], mode: str, workers: int, rounds: int) -> float:
-    pool = WorkerPool(workers, ["verifiers.ifeval"])
+    pool = WorkerPool(workers, ["verifiers.kinds.ifeval"])
     await pool.start()
     try:
         await asyncio.gather(*(pool.run("ifeval", r, ref, {"mode": mode}, 30.0) for r, ref in data[:workers * 4]))

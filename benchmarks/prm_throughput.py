@@ -65,7 +65,7 @@ def build(preset: str, device: str, dtype, attn: str):
 
 
 def make_inputs(preset: str, n: int, sep_id: int, seed: int = 0):
-    from verifiers.reward_models.formats import Encoded
+    from verifiers.kinds.reward_models.formats import Encoded
 
     rng = random.Random(seed)
     lo, hi = PRESETS[preset][6]
@@ -97,9 +97,9 @@ def naive(model, samples, device: str) -> tuple[float, list[list[float]]]:
 
 
 def batched(model, samples, device: str, dtype, budget: int, clients: int) -> tuple[float, list]:
-    from verifiers.reward_models.batcher import Batcher
-    from verifiers.reward_models.loading import LoadedModel, _make_forward
-    from verifiers.reward_models.spec import ModelSpec
+    from verifiers.kinds.reward_models.batcher import Batcher
+    from verifiers.kinds.reward_models.loading import LoadedModel, _make_forward
+    from verifiers.kinds.reward_models.spec import ModelSpec
 
     spec = ModelSpec(name="bench", path="-", format="separator", max_batch_tokens=budget)
     n_params = sum(p.numel() for p in model.parameters())
@@ -131,7 +131,7 @@ async def _client(b, chunk):
 def main() -> None:
     import torch
 
-    from verifiers.reward_models.loading import pick_attention, pick_device, pick_dtype
+    from verifiers.kinds.reward_models.loading import pick_attention, pick_device, pick_dtype
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", action="append", choices=sorted(PRESETS), help="model size (repeatable)")

@@ -64,7 +64,7 @@ def check_job(job: DiffJob, settings: Settings) -> tuple[str, str]:
 
     from verifiers.engine import Engine
     from verifiers.engine.registry import UnknownVerifier, build_registry
-    from verifiers.spec import named_specs
+    from verifiers.kinds.spec import named_specs
     from verifiers.types import VerifyItem
 
     try:

@@ -7,9 +7,9 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from reward_service.settings import Settings
-from verifiers.judges.backends import JudgeBackend
-from verifiers.judges.config import OpenAIBackendConfig, TransformersBackendConfig
-from verifiers.judges.registry import BackendDefaults, JudgeRegistry, build_backend
+from verifiers.kinds.judges.backends import JudgeBackend
+from verifiers.kinds.judges.config import OpenAIBackendConfig, TransformersBackendConfig
+from verifiers.kinds.judges.registry import BackendDefaults, JudgeRegistry, build_backend
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,8 @@ from typing import Annotated, Any
 import typer
 
 from reward_service.settings import load_settings
-from verifiers.reward_models.aggregate import first_error
-from verifiers.reward_models.processbench import SUBSETS, load_subset, processbench_metric
+from verifiers.kinds.reward_models.aggregate import first_error
+from verifiers.kinds.reward_models.processbench import SUBSETS, load_subset, processbench_metric
 
 DEFAULT_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "prm"
 

@@ -15,7 +15,7 @@ async def open_reward_models(settings: Settings) -> AsyncIterator[dict[str, Any]
     if not settings.reward_models:
         yield {}
         return
-    from verifiers.reward_models.hub import ModelHub
+    from verifiers.kinds.reward_models.hub import ModelHub
 
     hub = ModelHub(settings.reward_models)
     hub.start()

@@ -19,7 +19,7 @@ from reward_service.settings import Settings
 from verifiers.engine import Engine, ResultHook
 from verifiers.engine.pool import WorkerPool
 from verifiers.engine.registry import Registry, build_registry
-from verifiers.spec import named_specs
+from verifiers.kinds.spec import named_specs
 
 log = logging.getLogger(__name__)
 

@@ -23,8 +23,8 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from reward_service.sandbox_models import SandboxLimits, default_caps
-from verifiers.judges.config import BackendConfig as JudgeBackendConfig
-from verifiers.reward_models.spec import ModelSpec
+from verifiers.kinds.judges.config import BackendConfig as JudgeBackendConfig
+from verifiers.kinds.reward_models.spec import ModelSpec
 
 ENV_PREFIX = "REWARD_SERVICE_"
 

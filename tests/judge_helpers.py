@@ -7,12 +7,12 @@ from typing import Any
 
 from verifiers.engine import Engine
 from verifiers.engine.registry import load_modules
-from verifiers.judges.backends import OpenAIChatBackend
-from verifiers.judges.registry import JudgeRegistry
+from verifiers.kinds.judges.backends import OpenAIChatBackend
+from verifiers.kinds.judges.registry import JudgeRegistry
 from verifiers.types import Verdict, VerifyItem
 
 API_KEY = "sk-test-7f3a9c"
-MODULES = ["verifiers.basic", "verifiers.judges"]
+MODULES = ["verifiers.kinds.basic", "verifiers.kinds.judges"]
 
 
 def judge_backend(url: str, name: str = "default", **kw: Any) -> OpenAIChatBackend:

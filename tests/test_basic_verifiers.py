@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from verifiers.basic import ExactMatch, MultipleChoice, RegexMatch
+from verifiers.kinds.basic import ExactMatchVerifier, MultipleChoiceVerifier, RegexMatchVerifier
 from verifiers.types import InvalidReference
 
-MC = MultipleChoice()
+MC = MultipleChoiceVerifier()
 
 
 @pytest.mark.parametrize("response, status, score", [
@@ -38,7 +38,7 @@ def test_multiple_choice_reference_must_be_a_choice() -> None:
 
 
 def test_exact_match_options() -> None:
-    v = ExactMatch()
+    v = ExactMatchVerifier()
     assert v.check("PARIS!", "paris", v.parse_options({"ignore_punctuation": True})).score == 1.0
     assert v.check("PARIS", "paris", v.parse_options({"ignore_case": False})).score == 0.0
     assert v.check("b", ["a", "b"], v.parse_options({})).score == 1.0
@@ -47,7 +47,7 @@ def test_exact_match_options() -> None:
 
 
 def test_regex_modes() -> None:
-    v = RegexMatch()
+    v = RegexMatchVerifier()
     assert v.check("abc123", r"\d+", v.parse_options({})).score == 1.0
     assert v.check("abc123", r"\d+", v.parse_options({"mode": "fullmatch"})).score == 0.0
     with pytest.raises(InvalidReference):

@@ -20,7 +20,7 @@ from tests.code_helpers import (
     statuses,
 )
 from verifiers.audit.harness_attacks import PERMISSIVE, PLANT_PASSES, RESTARTED, forging
-from verifiers.code.plan import build_plan
+from verifiers.kinds.code.plan import build_plan
 from verifiers.types import Status
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")

@@ -6,9 +6,9 @@ import math
 import pytest
 
 from sandbox.inside.harness import RemoteRef, from_wire, to_wire
-from verifiers.code.extract import extract_program
-from verifiers.code.plan import build_plan
-from verifiers.code.stdio import outputs_match
+from verifiers.kinds.code.extract import extract_program
+from verifiers.kinds.code.plan import build_plan
+from verifiers.kinds.code.stdio import outputs_match
 from verifiers.types import InvalidReference
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from reward_service.group_stats import group_stats
 from tests.conftest import LiveServer, run_server
-from verifiers.shaping import (
+from verifiers.kinds.shaping import (
     FormatVerifier,
     JsonSchemaVerifier,
     LengthVerifier,

@@ -18,6 +18,36 @@ FORBIDDEN = {
 }
 
 
+# Inside verifiers/: a kind is written against the contract (types, options, context, base) and never sees the engine
+# that runs it; of sandbox/ it reads the protocol (sandbox.api), the programs it sends (sandbox.inside, as files) and
+# the contextvar naming whose run it is (sandbox.fairslots.run_source).
+KINDS_MAY_IMPORT = {"sandbox.api", "sandbox.inside", "sandbox.fairslots"}
+KINDS_MUST_NOT_IMPORT = ("verifiers.engine", "sandbox")
+
+
+def imported_modules(path: Path) -> set[tuple[str, int]]:
+    """(module, line) for every absolute import in the file."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {(alias.name, node.lineno) for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add((node.module, node.lineno))
+    return found
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def kind_violations() -> list[str]:
+    return [f"{path.relative_to(ROOT)}:{line} imports {module}"
+            for path in sorted((ROOT / "verifiers" / "kinds").rglob("*.py"))
+            for module, line in sorted(imported_modules(path))
+            if any(_within(module, banned) for banned in KINDS_MUST_NOT_IMPORT)
+            and not any(_within(module, allowed) for allowed in KINDS_MAY_IMPORT)]
+
+
 def imported_roots(path: Path) -> set[tuple[str, int]]:
     """(top-level package, line) for every absolute import in the file."""
     found = set()
@@ -42,9 +72,15 @@ def test_package_does_not_import_what_it_must_not(package: str) -> None:
     assert violations(package) == []
 
 
+def test_kinds_never_import_the_engine() -> None:
+    assert (ROOT / "verifiers" / "kinds" / "code").is_dir()
+    assert kind_violations() == []
+
+
 def test_the_check_sees_a_violation(tmp_path: Path) -> None:
     """The walker finds imports in every place they can hide, so an empty list above means something."""
     source = tmp_path / "m.py"
     source.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from reward_service.app import x\n"
                       "def f():\n    import verifiers.engine\n")
     assert {root for root, _ in imported_roots(source)} == {"typing", "reward_service", "verifiers"}
+    assert {module for module, _ in imported_modules(source)} == {"typing", "reward_service.app", "verifiers.engine"}

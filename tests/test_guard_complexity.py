@@ -4,7 +4,7 @@ from __future__ import annotations
 import random
 import re
 
-from verifiers.judges.guards import boxed_answers, check_response
+from verifiers.kinds.judges.guards import boxed_answers, check_response
 
 
 def boxed_by_rescanning(text: str) -> list[str]:
@@ -38,7 +38,7 @@ def test_unclosed_box_flood_is_handled() -> None:
 
 def test_code_fence_scan_is_linear_and_unchanged() -> None:
     """Possessive fence patterns find exactly what the backtracking ones found, and floods do not hang."""
-    from verifiers.code import extract
+    from verifiers.kinds.code import extract
 
     old_fence = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([^\s`{]*)[^\n]*\n", re.M)
 
@@ -67,7 +67,7 @@ def test_final_answer_reading_is_linear_on_floods() -> None:
     """The math answer core reads "the final answer" for the judges' hedging guard on the event loop: floods of
     its markers (about 200k characters each; a quadratic reading of any of them takes minutes) are read, and read
     as what they are."""
-    from verifiers.judges.guards import hedged
+    from verifiers.kinds.judges.guards import hedged
     from verifiers.math.extract import extract, final_statements
 
     floods = {

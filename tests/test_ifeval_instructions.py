@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from verifiers.ifeval import CATALOG, IfEval
-from verifiers.ifeval.textstats import (
+from verifiers.kinds.ifeval import CATALOG, IfEvalVerifier
+from verifiers.kinds.ifeval.textstats import (
     count_capital_words,
     count_sentences,
     count_words,
@@ -13,7 +13,7 @@ from verifiers.ifeval.textstats import (
 )
 from verifiers.types import InvalidReference, Status, Verdict
 
-IFEVAL = IfEval()
+IFEVAL = IfEvalVerifier()
 
 
 def run(response: str, iid: str, kwargs: dict | None = None, mode: str = "strict") -> Verdict:

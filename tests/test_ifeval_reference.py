@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from verifiers.ifeval import follow_list, parse_reference
+from verifiers.kinds.ifeval import follow_list, parse_reference
 
 PUBLISHED_PROMPT_ACCURACY = {"strict": 0.769, "loose": 0.798}
 

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from tests.fakes.openai_server import FakeOpenAI, Reply, gullible_judge, serve
 from tests.judge_helpers import API_KEY, run_items, verify
-from verifiers.judges.checks import ReferenceOptions
+from verifiers.kinds.judges.verifier import ReferenceOptions
 from verifiers.types import Status, VerifyItem
 
 

@@ -15,8 +15,8 @@ from reward_service.judge_resources import build_judges  # noqa: E402
 from reward_service.settings import Settings  # noqa: E402
 from verifiers.engine import Engine  # noqa: E402
 from verifiers.engine.registry import load_modules  # noqa: E402
-from verifiers.judges.backends import Sampling, TransformersBackend  # noqa: E402
-from verifiers.judges.prompts import reference_messages  # noqa: E402
+from verifiers.kinds.judges.backends import Sampling, TransformersBackend  # noqa: E402
+from verifiers.kinds.judges.prompts import reference_messages  # noqa: E402
 from verifiers.types import Status, VerifyItem  # noqa: E402
 
 CHAT_TEMPLATE = (
@@ -89,12 +89,12 @@ def test_loads_through_settings_and_batches_with_left_padding(model_dir: Path) -
 
 
 def test_random_model_output_is_an_error_verdict_not_zero(backend: TransformersBackend) -> None:
-    from verifiers.judges.registry import JudgeRegistry
+    from verifiers.kinds.judges.registry import JudgeRegistry
 
     async def go() -> list:
         judges = JudgeRegistry({"local": backend})
         await judges.start()
-        engine = Engine(load_modules(["verifiers.basic", "verifiers.judges"]), resources={"judges": judges},
+        engine = Engine(load_modules(["verifiers.kinds.basic", "verifiers.kinds.judges"]), resources={"judges": judges},
                         default_timeout_s=120)
         try:
             return await engine.verify_many([

@@ -46,7 +46,7 @@ def test_verify_sync_on_a_pathological_answer_returns_by_its_deadline_and_leaves
 def test_engine_local_loop_kills_overruns_and_goes_on_scoring() -> None:
     """The issue's case: ``asyncio.run(engine.verify(...))`` in a scoring loop. Each overrun costs one worker
     respawn, later items are scored normally, and the loop leaves no thread behind."""
-    modules = ["verifiers.basic", "verifiers.math.verifier", "verifiers.math.math_verify_verifier"]
+    modules = ["verifiers.kinds.basic", "verifiers.math.verifier", "verifiers.math.math_verify_verifier"]
     items = [
         VerifyItem("math_verify", PATHOLOGICAL, "2^{2000}", {"timeout_s": DEADLINE_S}),
         VerifyItem("math", r"so $\boxed{\frac{12}{36}}$", r"\frac{1}{3}"),
@@ -73,7 +73,7 @@ def test_engine_local_loop_kills_overruns_and_goes_on_scoring() -> None:
 
 def test_cheap_checks_run_inline_without_starting_a_worker() -> None:
     before = children()
-    with LocalVerifier(["verifiers.basic"]) as local:
+    with LocalVerifier(["verifiers.kinds.basic"]) as local:
         verdicts = local.verify_many([VerifyItem("exact_match", " Paris ", "paris"),
                                       VerifyItem("multiple_choice", "Final answer: (C)", "C")])
         assert [v.score for v in verdicts] == [1.0, 1.0]

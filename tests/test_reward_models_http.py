@@ -50,8 +50,8 @@ def rm_server(dirs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -
 @pytest.fixture(scope="module")
 def reference_prm(dirs: dict[str, Path]):
     """The same model loaded in the test process, scored one item at a time: the ground truth."""
-    from verifiers.reward_models.loading import load_model
-    from verifiers.reward_models.spec import ModelSpec
+    from verifiers.kinds.reward_models.loading import load_model
+    from verifiers.kinds.reward_models.spec import ModelSpec
 
     return load_model(ModelSpec(**_specs(dirs)[0]))
 

@@ -7,18 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from verifiers.reward_models.aggregate import aggregate, first_error, step_rewards
-from verifiers.reward_models.batcher import Batcher, ModelOutOfMemory, is_out_of_memory, plan_batches
-from verifiers.reward_models.processbench import processbench_metric
-from verifiers.reward_models.steps import split_steps
+from verifiers.kinds.reward_models.aggregate import aggregate, first_error, step_rewards
+from verifiers.kinds.reward_models.batcher import Batcher, ModelOutOfMemory, is_out_of_memory, plan_batches
+from verifiers.kinds.reward_models.processbench import processbench_metric
+from verifiers.kinds.reward_models.steps import split_steps
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from tests.reward_model_builders import build_model  # noqa: E402
-from verifiers.reward_models.hub import ModelHub  # noqa: E402
-from verifiers.reward_models.loading import load_model  # noqa: E402
-from verifiers.reward_models.spec import ModelSpec  # noqa: E402
+from verifiers.kinds.reward_models.hub import ModelHub  # noqa: E402
+from verifiers.kinds.reward_models.loading import load_model  # noqa: E402
+from verifiers.kinds.reward_models.spec import ModelSpec  # noqa: E402
 
 PROBLEMS = [
     ("What is 2+2?", ["2+2 = 4.", "The answer is \\boxed{4}."]),

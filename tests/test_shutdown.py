@@ -34,7 +34,7 @@ import asyncio
 from verifiers.engine.pool import WorkerPool
 
 async def once(delay):
-    pool = WorkerPool(2, ["verifiers.basic"])
+    pool = WorkerPool(2, ["verifiers.kinds.basic"])
     start = asyncio.create_task(pool.start())
     await asyncio.sleep(delay)
     start.cancel()

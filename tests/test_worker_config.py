@@ -14,8 +14,8 @@ from verifiers.engine.worker_config import WorkerConfig, parse_args
 
 def test_config_round_trips_through_the_command_line() -> None:
     config = WorkerConfig(memory_mb=512, length_tokenizers={"tiny": "/models/tiny"})
-    assert parse_args([*config.argv(), "verifiers.shaping"]) == (config, ["verifiers.shaping"])
-    assert parse_args(["verifiers.shaping"]) == (WorkerConfig(), ["verifiers.shaping"])
+    assert parse_args([*config.argv(), "verifiers.kinds.shaping"]) == (config, ["verifiers.kinds.shaping"])
+    assert parse_args(["verifiers.kinds.shaping"]) == (WorkerConfig(), ["verifiers.kinds.shaping"])
 
 
 def test_pool_workers_use_the_tokenizers_they_are_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -26,7 +26,7 @@ def test_pool_workers_use_the_tokenizers_they_are_given(tmp_path: Path, monkeypa
     options = {"mode": "linear", "max_length": 10, "unit": "tokens", "tokenizer": "tiny"}
 
     async def go() -> list[str | float | None]:
-        pool = WorkerPool(1, ["verifiers.shaping"], length_tokenizers={"tiny": str(tok_dir)})
+        pool = WorkerPool(1, ["verifiers.kinds.shaping"], length_tokenizers={"tiny": str(tok_dir)})
         await pool.start()
         try:
             known = await pool.run("length", "the answer is four", None, options, timeout_s=60)

@@ -21,6 +21,21 @@ NestedVerifyMany = Callable[[Sequence[VerifyItem]], Awaitable[list[Verdict]]]
 # reaches take turns between sources, so one request's thousands of items cannot starve another's.
 request_source: contextvars.ContextVar[str] = contextvars.ContextVar("request_source", default="")
 
+# What this process was configured with for the kinds (a worker's ``WorkerConfig``, e.g. ``length_tokenizers``): the
+# worker sets it before importing any verifier and a kind reads its own entry lazily, so the worker never needs to
+# know which kind reads what.
+_PROCESS_SETTINGS: dict[str, Any] = {}
+
+
+def configure_process(settings: Mapping[str, Any]) -> None:
+    _PROCESS_SETTINGS.clear()
+    _PROCESS_SETTINGS.update(settings)
+
+
+def process_setting(name: str) -> Any:
+    """This process's setting ``name`` (None when it was not configured)."""
+    return _PROCESS_SETTINGS.get(name)
+
 
 @dataclass(frozen=True)
 class Context:

@@ -16,9 +16,9 @@ from reward_service.deps import AdmissionDep, SettingsDep
 from reward_service.errors import ApiError
 from reward_service.runtime import Runtime
 from reward_service.settings import Settings
-from verifiers.reward_models.aggregate import Aggregation
-from verifiers.reward_models.hub import UnknownModel
-from verifiers.reward_models.steps import SplitRule
+from verifiers.kinds.reward_models.aggregate import Aggregation
+from verifiers.kinds.reward_models.hub import UnknownModel
+from verifiers.kinds.reward_models.steps import SplitRule
 from verifiers.types import Status, Verdict, VerifyItem
 
 router = APIRouter(tags=["reward models"], dependencies=[Depends(require_token)])

@@ -30,7 +30,8 @@ class CodeFacts:
 
 def code_facts(reference: Any, fallback_entry: str) -> CodeFacts:
     """Read a code reference through the code verifier's plan; a reference it cannot plan gets the fallback name."""
-    from verifiers.code.plan import build_plan  # the verifier's own reading of the tests: attacks aim where it looks
+    # the verifier's own reading of the tests: attacks aim where it looks
+    from verifiers.kinds.code.plan import build_plan
 
     try:
         plan = build_plan(reference)

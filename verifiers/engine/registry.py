@@ -14,18 +14,18 @@ from verifiers.types import UnknownVerifier
 
 __all__ = ["BUILTIN_MODULES", "Registry", "UnknownVerifier", "build_registry", "load_modules"]
 
-# Built-in verifier modules. Each module defines ``VERIFIERS: list[Verifier[Any]]``.
+# Built-in verifier kinds (``verifiers.kinds``). Each module or package exports ``VERIFIERS: list[Verifier[Any]]``.
 BUILTIN_MODULES: tuple[str, ...] = (
-    "verifiers.judges",
-    "verifiers.basic",
+    "verifiers.kinds.judges",
+    "verifiers.kinds.basic",
     "verifiers.math.verifier",
     "verifiers.math.math_verify_verifier",
     "verifiers.consensus",
-    "verifiers.ifeval",
-    "verifiers.code",
-    "verifiers.reward_models.verifiers",
-    "verifiers.shaping",
-    "verifiers.spec",
+    "verifiers.kinds.ifeval",
+    "verifiers.kinds.code",
+    "verifiers.kinds.reward_models",
+    "verifiers.kinds.shaping",
+    "verifiers.kinds.spec",
 )
 
 

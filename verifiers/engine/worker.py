@@ -12,6 +12,7 @@ import signal
 import sys
 from typing import Any
 
+from verifiers.context import configure_process
 from verifiers.engine.frames import read_frame, write_frame
 
 
@@ -45,10 +46,7 @@ def main(argv: list[str]) -> None:
     from verifiers.engine.registry import load_modules
     from verifiers.types import Verdict
 
-    if config.length_tokenizers:
-        from verifiers.shaping import use_tokenizers
-
-        use_tokenizers(config.length_tokenizers)
+    configure_process(config.kind_settings())
     registry = load_modules(modules)
     for verifier in registry:
         if verifier.execution == "process":

@@ -12,6 +12,10 @@ class WorkerConfig:
     memory_mb: int = 0  # RLIMIT_AS once the verifiers are imported and warm (0: none)
     length_tokenizers: dict[str, str] = field(default_factory=dict)  # name -> local directory (length unit=tokens)
 
+    def kind_settings(self) -> dict[str, object]:
+        """What the kinds read through ``verifiers.context.process_setting``."""
+        return {"length_tokenizers": dict(self.length_tokenizers)}
+
     def to_json(self) -> str:
         return json.dumps(asdict(self))
 

@@ -17,6 +17,7 @@ import jsonschema
 from pydantic import Field, model_validator
 
 from verifiers.base import BaseOptions, Verifier
+from verifiers.context import process_setting
 from verifiers.types import InvalidReference, Verdict
 
 # ---------------------------------------------------------------- format
@@ -123,21 +124,12 @@ def ramp_penalty(length: int, start: int, max_length: int, shape: str) -> float:
     return -x if shape == "linear" else -(1.0 - math.cos(math.pi * x)) / 2.0
 
 
-# Tokenizer name → local path in this process: a worker process sets it once at start-up from its WorkerConfig.
-_TOKENIZERS: dict[str, str] = {}
-
-
-def use_tokenizers(paths: dict[str, str]) -> None:
-    """Configure this process's tokenizers (a verifier worker calls it from its WorkerConfig before warming up)."""
-    _TOKENIZERS.clear()
-    _TOKENIZERS.update(paths)
-
-
 def configured_tokenizers() -> dict[str, str]:
-    """Tokenizer name → local path: what this process was configured with, else (library use outside a worker
-    pool) the ``REWARD_SERVICE_LENGTH_TOKENIZERS`` environment variable as JSON."""
-    if _TOKENIZERS:
-        return dict(_TOKENIZERS)
+    """Tokenizer name → local path: what this process was configured with (a worker, from its WorkerConfig), else
+    (library use outside a worker pool) the ``REWARD_SERVICE_LENGTH_TOKENIZERS`` environment variable as JSON."""
+    configured = process_setting("length_tokenizers")
+    if configured:
+        return dict(configured)
     raw = os.environ.get("REWARD_SERVICE_LENGTH_TOKENIZERS", "")
     return json.loads(raw) if raw else {}
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from verifiers.reward_models.spec import ModelSpec
+from verifiers.kinds.reward_models.spec import ModelSpec
 
 _SENTINEL = "\ue000RESPONSE\ue000"
 

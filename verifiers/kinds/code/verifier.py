@@ -18,14 +18,14 @@ from typing import Any
 
 from pydantic import Field
 
-from sandbox.api import Limits, RunRequest, RunResult, RunStatus, one_run_per_case
+from sandbox.api import Backend, Limits, RunRequest, RunResult, RunStatus
 from sandbox.fairslots import run_source
 from sandbox.inside import HARNESS
 from verifiers.base import BaseOptions, Verifier
-from verifiers.code.extract import extract_program
-from verifiers.code.plan import TestPlan, build_plan
-from verifiers.code.stdio import describe_mismatch, outputs_match
 from verifiers.context import Context
+from verifiers.kinds.code.extract import extract_program
+from verifiers.kinds.code.plan import TestPlan, build_plan
+from verifiers.kinds.code.stdio import describe_mismatch, outputs_match
 from verifiers.types import InvalidReference, Verdict
 
 MESSAGE_CHARS = 300
@@ -71,7 +71,7 @@ def _budget(plan: TestPlan, options: CodeOptions) -> list[float]:
     return [plan.timeout_s or options.test_timeout_s] * plan.count
 
 
-class Code(Verifier[CodeOptions]):
+class CodeVerifier(Verifier[CodeOptions]):
     name = "code"
     version = "1"
     description = (
@@ -175,13 +175,10 @@ class Code(Verifier[CodeOptions]):
         return outcomes + [dict(skipped) for _ in range(plan.count - len(outcomes))]
 
 
-async def _run_group(sandbox: Any, request: RunRequest, stdins: list[str]) -> list[RunResult]:
-    """Cases of one item through the backend's batch mode (one compile, one sandbox start per batch); a backend
-    without one runs each case alone."""
-    run_cases = getattr(sandbox, "run_cases", None)
-    if run_cases is not None:
-        return list(await run_cases(request, stdins))
-    return list(await sandbox.run_many(one_run_per_case(request, stdins)))
+async def _run_group(sandbox: Backend, request: RunRequest, stdins: list[str]) -> list[RunResult]:
+    """Cases of one item through the backend's batch mode (one compile, one sandbox start per batch; a backend
+    without one runs each case alone)."""
+    return await sandbox.run_cases(request, stdins)
 
 
 def _nonce_records(stdout: str, nonce: str) -> list[dict[str, object]]:
@@ -238,4 +235,4 @@ def _verdict(plan: TestPlan, outcomes: list[dict[str, str]], extracted: str) -> 
     )
 
 
-VERIFIERS: list[Verifier[Any]] = [Code()]
+VERIFIERS: list[Verifier[Any]] = [CodeVerifier()]

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from verifiers.reward_models.batcher import Batcher
-from verifiers.reward_models.formats import Encoded
-from verifiers.reward_models.spec import ModelSpec
+from verifiers.kinds.reward_models.batcher import Batcher
+from verifiers.kinds.reward_models.formats import Encoded
+from verifiers.kinds.reward_models.spec import ModelSpec
 from verifiers.types import VerifierUnavailable
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ class ModelHub:
 
     async def _load_all(self) -> None:
         if self._loader is None:
-            from verifiers.reward_models.loading import load_model
+            from verifiers.kinds.reward_models.loading import load_model
 
             self._loader = load_model
         for served in self._served.values():

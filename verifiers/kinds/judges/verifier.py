@@ -14,10 +14,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from verifiers.base import BaseOptions, Verifier
 from verifiers.context import Context
-from verifiers.judges import prompts
-from verifiers.judges.backends import JudgeError, Messages, Sampling
-from verifiers.judges.guards import GuardResult, check_response
-from verifiers.judges.parse import CriterionMark, JudgeParseError, parse_criteria, parse_verdict, parse_winner
+from verifiers.kinds.judges import prompts
+from verifiers.kinds.judges.backends import JudgeError, Messages, Sampling
+from verifiers.kinds.judges.guards import GuardResult, check_response
+from verifiers.kinds.judges.parse import CriterionMark, JudgeParseError, parse_criteria, parse_verdict, parse_winner
 from verifiers.types import InvalidReference, UnknownVerifier, Verdict, VerifyItem
 
 T = TypeVar("T")
@@ -158,7 +158,7 @@ def _reference_parts(reference: Any) -> tuple[str, str | None]:
     raise InvalidReference('reference must be the answer (string or number) or {"answer": ..., "question": ...}')
 
 
-class JudgeReference(JudgeVerifier):
+class JudgeReferenceVerifier(JudgeVerifier):
     name = "judge_reference"
     description = "An LLM judge decides whether the response's final answer is equivalent to the reference."
     Options = ReferenceOptions
@@ -301,7 +301,7 @@ class CriteriaVerifier(JudgeVerifier):
         return Verdict.ok(score, reason, **details, **call_details(ballots, options, guarded))
 
 
-class Rubric(CriteriaVerifier):
+class RubricVerifier(CriteriaVerifier):
     name = "rubric"
     description = ("Reference holds criteria [{id, text, weight, required}]; score is the weighted share met, "
                    "0 when a required criterion fails.")
@@ -321,7 +321,7 @@ class ChecklistOptions(RubricOptions):
         "dense", description="dense: share of items met; sparse: 1 only when every item is met.")
 
 
-class Checklist(CriteriaVerifier):
+class ChecklistVerifier(CriteriaVerifier):
     name = "checklist"
     description = "Reference is a list of yes/no items; reward is the share met (dense) or all-met (sparse)."
     Options = ChecklistOptions
@@ -349,7 +349,7 @@ class PairwiseOptions(JudgeOptions):
 _POINTS = {"response": 1.0, "tie": 0.5, "other": 0.0}
 
 
-class Pairwise(JudgeVerifier):
+class PairwiseVerifier(JudgeVerifier):
     name = "pairwise"
     description = ('Reference is {"other": <competing response>, "question": <task>}; score 1 when the response '
                    "is preferred, 0 when the other is, 0.5 for a tie or an order-dependent verdict.")
@@ -387,4 +387,5 @@ class Pairwise(JudgeVerifier):
         return Verdict.ok(score, f"preferred: {winner}", **details)
 
 
-VERIFIERS: list[Verifier[Any]] = [JudgeReference(), Rubric(), Checklist(), Pairwise()]
+VERIFIERS: list[Verifier[Any]] = [
+    JudgeReferenceVerifier(), RubricVerifier(), ChecklistVerifier(), PairwiseVerifier()]

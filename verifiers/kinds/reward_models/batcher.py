@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from verifiers.reward_models.formats import Encoded
+from verifiers.kinds.reward_models.formats import Encoded
 
 log = logging.getLogger(__name__)
 

@@ -3,3 +3,6 @@
 Importing this package never imports torch; only loading a model does, so the service runs without the
 ``models`` extra when no reward model is configured.
 """
+from verifiers.kinds.reward_models.verifier import VERIFIERS
+
+__all__ = ["VERIFIERS"]

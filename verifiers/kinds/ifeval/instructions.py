@@ -12,8 +12,8 @@ from collections import Counter
 
 from pydantic import Field, field_validator
 
-from verifiers.ifeval.catalog import Instruction, Kwargs, NoKwargs, Relation, compare
-from verifiers.ifeval.textstats import (
+from verifiers.kinds.ifeval.catalog import Instruction, Kwargs, NoKwargs, Relation, compare
+from verifiers.kinds.ifeval.textstats import (
     count_capital_words,
     count_sentences,
     count_words,

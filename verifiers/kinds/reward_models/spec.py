@@ -5,7 +5,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from verifiers.reward_models.steps import SplitRule
+from verifiers.kinds.reward_models.steps import SplitRule
 
 Format = Literal["separator", "step_tag", "token_classification", "sequence_classification"]
 

@@ -12,8 +12,8 @@ from pydantic import Field
 
 from verifiers.base import BaseOptions, Verifier
 from verifiers.context import Context
-from verifiers.reward_models.aggregate import Aggregation, aggregate, first_error, step_rewards
-from verifiers.reward_models.steps import SplitRule, split_steps
+from verifiers.kinds.reward_models.aggregate import Aggregation, aggregate, first_error, step_rewards
+from verifiers.kinds.reward_models.steps import SplitRule, split_steps
 from verifiers.types import Verdict, VerifierUnavailable
 
 

@@ -3,13 +3,29 @@ worker pool with the heavy ones, which is what proves the plumbing."""
 from __future__ import annotations
 
 import re
+import string
+import unicodedata
 from typing import Any, Literal
 
 from pydantic import Field
 
 from verifiers.base import BaseOptions, Verifier
-from verifiers.text import normalize_text
 from verifiers.types import InvalidReference, Verdict
+
+_WS = re.compile(r"\s+")
+_PUNCT = str.maketrans("", "", string.punctuation + "“”‘’«»…–—")
+
+
+def normalize_text(text: str, *, case: bool = False, whitespace: bool = True, punctuation: bool = False) -> str:
+    """Normalise for comparison; each flag says what to *ignore*."""
+    text = unicodedata.normalize("NFKC", text)
+    if not case:
+        text = text.casefold()
+    if punctuation:
+        text = text.translate(_PUNCT)
+    if whitespace:
+        text = _WS.sub(" ", text).strip()
+    return text
 
 
 def _references(reference: Any) -> list[str]:
@@ -30,7 +46,7 @@ class ExactMatchOptions(BaseOptions):
     ignore_punctuation: bool = Field(False, description="Drop ASCII and common Unicode punctuation.")
 
 
-class ExactMatch(Verifier[ExactMatchOptions]):
+class ExactMatchVerifier(Verifier[ExactMatchOptions]):
     name = "exact_match"
     description = "Response equals the reference (or any of a list of references) after normalisation."
     Options = ExactMatchOptions
@@ -57,7 +73,7 @@ class RegexOptions(BaseOptions):
     dotall: bool = False
 
 
-class RegexMatch(Verifier[RegexOptions]):
+class RegexMatchVerifier(Verifier[RegexOptions]):
     name = "regex"
     description = "Reference is a regular expression (Python syntax) the response must match."
     Options = RegexOptions
@@ -117,7 +133,7 @@ def _alternatives(response: str, pattern: str, flags: int, choices: str) -> list
     return extra
 
 
-class MultipleChoice(Verifier[MultipleChoiceOptions]):
+class MultipleChoiceVerifier(Verifier[MultipleChoiceOptions]):
     name = "multiple_choice"
     description = "Extract the chosen letter from free text and compare it with the reference letter."
     Options = MultipleChoiceOptions
@@ -149,4 +165,4 @@ class MultipleChoice(Verifier[MultipleChoiceOptions]):
         return Verdict.no_answer("no choice letter found")
 
 
-VERIFIERS: list[Verifier[Any]] = [ExactMatch(), RegexMatch(), MultipleChoice()]
+VERIFIERS: list[Verifier[Any]] = [ExactMatchVerifier(), RegexMatchVerifier(), MultipleChoiceVerifier()]

@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from verifiers.reward_models.formats import Encoded, Encoder, resolve_token_id
-from verifiers.reward_models.spec import ModelSpec
+from verifiers.kinds.reward_models.formats import Encoded, Encoder, resolve_token_id
+from verifiers.kinds.reward_models.spec import ModelSpec
 
 log = logging.getLogger(__name__)
 

@@ -5,9 +5,9 @@ import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from verifiers.judges.backends import JudgeBackend, Messages, OpenAIChatBackend, Sampling, TransformersBackend
-from verifiers.judges.cache import CompletionCache, Source, cache_key
-from verifiers.judges.config import OpenAIBackendConfig, TransformersBackendConfig
+from verifiers.kinds.judges.backends import JudgeBackend, Messages, OpenAIChatBackend, Sampling, TransformersBackend
+from verifiers.kinds.judges.cache import CompletionCache, Source, cache_key
+from verifiers.kinds.judges.config import OpenAIBackendConfig, TransformersBackendConfig
 from verifiers.types import VerifierUnavailable
 
 

@@ -1,4 +1,4 @@
 """The ``code`` verifier: programs from completions scored by unit tests in the sandbox."""
-from verifiers.code.verifier import VERIFIERS
+from verifiers.kinds.code.verifier import VERIFIERS
 
 __all__ = ["VERIFIERS"]

@@ -132,7 +132,7 @@ class NamedSpecOptions(BaseOptions):
     pass
 
 
-class NamedSpec(Verifier[NamedSpecOptions]):
+class NamedSpecVerifier(Verifier[NamedSpecOptions]):
     """A spec named in settings, registered as ``spec:NAME`` so it works wherever a verifier name does."""
 
     Options = NamedSpecOptions
@@ -157,9 +157,9 @@ class NamedSpec(Verifier[NamedSpecOptions]):
         return {**super().describe(), "components": [c.model_dump() for c in self.spec.components]}
 
 
-def named_specs(specs: dict[str, Any]) -> list[NamedSpec]:
-    return [NamedSpec(name, SpecOptions.model_validate(body if isinstance(body, dict) else {"components": body}))
-            for name, body in specs.items()]
+def named_specs(specs: dict[str, Any]) -> list[NamedSpecVerifier]:
+    return [NamedSpecVerifier(name, SpecOptions.model_validate(
+        body if isinstance(body, dict) else {"components": body})) for name, body in specs.items()]
 
 
 VERIFIERS: list[Verifier[Any]] = [SpecVerifier()]

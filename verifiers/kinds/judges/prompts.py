@@ -9,7 +9,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from verifiers.judges.backends import Messages
+from verifiers.kinds.judges.backends import Messages
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,11 @@ from typing import Any, Literal
 from pydantic import Field
 
 from verifiers.base import BaseOptions, Verifier
-from verifiers.ifeval.catalog import Bound, Instruction, bind
-from verifiers.ifeval.extra import EXTRA_INSTRUCTIONS
-from verifiers.ifeval.instructions import IFEVAL_INSTRUCTIONS
-from verifiers.ifeval.loose import loose_variants
-from verifiers.ifeval.textstats import load_language_profiles
+from verifiers.kinds.ifeval.catalog import Bound, Instruction, bind
+from verifiers.kinds.ifeval.extra import EXTRA_INSTRUCTIONS
+from verifiers.kinds.ifeval.instructions import IFEVAL_INSTRUCTIONS
+from verifiers.kinds.ifeval.loose import loose_variants
+from verifiers.kinds.ifeval.textstats import load_language_profiles
 from verifiers.types import InvalidReference, Verdict
 
 CATALOG: dict[str, Instruction] = {i.id: i for i in [*IFEVAL_INSTRUCTIONS, *EXTRA_INSTRUCTIONS]}
@@ -44,7 +44,7 @@ def follow_list(response: str, bound: list[Bound], mode: str) -> list[bool]:
     return [any(b.followed(v) for v in variants) for b in bound]
 
 
-class IfEval(Verifier[IfEvalOptions]):
+class IfEvalVerifier(Verifier[IfEvalOptions]):
     name = "ifeval"
     version = "1"
     description = (
@@ -72,4 +72,4 @@ class IfEval(Verifier[IfEvalOptions]):
         return Verdict.ok(n / len(bound), f"{n} of {len(bound)} instructions followed", **details)
 
 
-VERIFIERS: list[Verifier[Any]] = [IfEval()]
+VERIFIERS: list[Verifier[Any]] = [IfEvalVerifier()]

@@ -9,8 +9,8 @@ from typing import Any
 import jsonschema
 from pydantic import Field, field_validator, model_validator
 
-from verifiers.ifeval.catalog import Instruction, Kwargs
-from verifiers.ifeval.instructions import strip_code_fence
+from verifiers.kinds.ifeval.catalog import Instruction, Kwargs
+from verifiers.kinds.ifeval.instructions import strip_code_fence
 
 
 class JsonKwargs(Kwargs):

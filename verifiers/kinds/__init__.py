@@ -1,0 +1,6 @@
+"""Every verifier kind, one module or package each, in one shape: it exports ``VERIFIERS`` (the instances the
+registry loads, listed in ``verifiers.engine.registry.BUILTIN_MODULES``) and names its classes ``<Kind>Verifier``.
+
+A kind imports the contract (``verifiers.types``, ``options``, ``context``, ``base``), its own helpers and
+``sandbox.api``; never ``verifiers.engine`` (``tests/test_dependency_rule.py``).
+"""
