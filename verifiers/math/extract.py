@@ -70,10 +70,11 @@ def final_section(text: str) -> str:
 # <end_of_turn>, Mistral's </s> and [INST]), a chat role's next line ("User: …"), or a base model's next few-shot turn
 # ("Question: …", "Q: …") after it has answered. A special token names at least three letters, so ``<|x|>`` in
 # math is never one.
-_END_OF_TEXT = re.compile(
-    r"<[|\uff5c](?=[^|\uff5c<>\n]{0,40}?[A-Za-z]{3})[A-Za-z\u2581][\w\u2581 ]{1,39}[|\uff5c]>"
-    r"|</s>|<(?:end|start)_of_turn>|\[/?INST\]"
+_END_OF_TEXT = re.compile(  # a literal first character, so the scan skips ahead in C
+    r"<(?:[|\uff5c](?=[^|\uff5c<>\n]{0,40}?[A-Za-z]{3})[A-Za-z\u2581][\w\u2581 ]{1,39}[|\uff5c]>"
+    r"|/s>|(?:end|start)_of_turn>)"
 )
+_INST = re.compile(r"\[/?INST\]")
 _ROLE = re.compile(r"^[ \t]*(?:Human|User|USER|Assistant|ASSISTANT|assistant|user|model|system)[ \t]*$")
 _CHAT_TURN = re.compile(r"^[ \t]*(?:Human|User)[ \t]*[:：]", re.MULTILINE)
 _NEXT_TURN = re.compile(r"^[ \t]*(?:#+[ \t]*)?(?:Question|Q|Problem|Instruction|Input)[ \t]*\d*[ \t]*[:：]",
@@ -84,7 +85,8 @@ def _before_turn_end(section: str) -> str:
     """The text before the first special token that follows some of the response's own text (tokens and role
     names before it, "<|im_start|>assistant", are the template's opening, not an answer)."""
     last = 0
-    for m in _END_OF_TEXT.finditer(section):
+    tokens = _END_OF_TEXT.finditer(section) if "<" in section else iter(())
+    for m in sorted([*tokens, *_INST.finditer(section)], key=lambda t: t.start()) if "[" in section else tokens:
         if not _ROLE.match(section[last:m.start()]) and section[last:m.start()].strip():
             return section[:m.start()]
         last = m.end()
@@ -96,7 +98,7 @@ def own_turn(section: str) -> str:
     once the response has written any value, or after a new "Question:"/"Q:" turn that follows a stated answer,
     answers other questions (older base models keep writing few-shot examples)."""
     section = _before_turn_end(section)
-    digit = re.search(r"\d", section)
+    digit = re.search(r"\d", section) if "User" in section or "Human" in section else None
     turn = _CHAT_TURN.search(section, digit.end()) if digit else None
     if turn:
         section = section[:turn.start()]
@@ -332,9 +334,25 @@ def _phrase_statements(section: str) -> list[Statement]:
     return out
 
 
+_LINE_END = re.compile(r"(?:\*\*)?[ \t]*(?:\n|$)")
+
+
+def _ends_line_after_answer(section: str) -> bool:
+    """Whether some "answer" (any case) ends its line, as a heading's does."""
+    low = section.lower()
+    at = low.find("answer")
+    while at >= 0:
+        if _LINE_END.match(section, at + 6):
+            return True
+        at = low.find("answer", at + 6)
+    return False
+
+
 def _heading_statements(section: str) -> list[Statement]:
     """The value under a "Final Answer" heading: a display, or the next line read as an "answer is" phrase."""
-    out = []
+    out: list[Statement] = []
+    if not _ends_line_after_answer(section):
+        return out  # the common case, found with str.find instead of a scan of every line
     for m in _HEADING.finditer(section):
         start = m.start("x")
         x = m.group("x")
@@ -516,10 +534,10 @@ _VALUE_PART = re.compile(r"[\d\\$]")
 def closing_alternatives(region: str) -> list[str]:
     """Two or more different candidate values in the region's closing sentence, however they are written (with or
     without math markup): a hedge, as "The answer is 18 or 19" is. Empty when the closing sentence offers none."""
-    lines = region.strip()[-400:].splitlines()
-    if not lines:
+    tail = region[-400:].strip()
+    if not tail:
         return []
-    sentences = [x for x in _SENTENCES.split(lines[-1].strip()) if x.strip()]
+    sentences = [x for x in _SENTENCES.split(tail[tail.rfind("\n") + 1:].strip()) if x.strip()]
     last = sentences[-1].strip() if sentences else ""
     first_or = _OR.search(last)
     if first_or is None:
@@ -547,14 +565,14 @@ def _weak_extraction(section: str, *, last_number: bool, choice_letters: bool) -
     bolds = [b for b in _BOLD.findall(tail) if not b.rstrip().endswith(":")]  # "**Conclusion:**" is a heading
     if bolds:
         return Extraction([bolds[-1]], "bold")
-    lines = section.strip().splitlines()
-    arrow = _ARROW.match(lines[-1]) if lines else None
+    end = section.rstrip()[-400:]
+    arrow = _ARROW.match(end[end.rfind("\n") + 1:])
     if arrow:  # "=> 8", "\\Rightarrow x = 5": the value the working arrives at
         value = _cut_phrase(arrow.group("x"))
         if answer_like(value):
             return Extraction([stated_value(value)], "arrow")
-    closing = re.split(r"\n[ \t]*\n", section.strip())[-1].strip()
-    if len(closing) <= 120 and "\n" not in closing and _pure_value(closing) and (
+    closing = re.split(r"\n[ \t]*\n", end)[-1].strip()
+    if len(closing) <= 120 and len(closing) < len(end.strip()) and "\n" not in closing and _pure_value(closing) and (
             choice_letters or not _LONE_SYMBOL.fullmatch(unwrap(closing))):
         return Extraction([closing], "last_line")  # a value alone in the closing paragraph: "...\n\n(-2,1)"
     last_par = last_paragraph(section)
