@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from sandbox.bwrap.backend import _Frames
+from sandbox.bwrap.frames import Frames
 from sandbox.paths import MAX_COLLECT
 from tests.conftest import LiveServer
 
@@ -86,7 +86,7 @@ def test_run_code_fetch_files_through_hard_links_come_back_once(server: LiveServ
 
 
 def test_the_host_keeps_no_more_than_the_budget_whatever_it_is_sent() -> None:
-    frames = _Frames()
+    frames = Frames()
 
     def frame(name: str, contents: bytes) -> bytes:
         return len(name).to_bytes(2, "little") + name.encode() + contents
@@ -95,6 +95,6 @@ def test_the_host_keeps_no_more_than_the_budget_whatever_it_is_sent() -> None:
         frames.collected(frame(f"f{i}", b"y" * 300), budget=1000)
     assert list(frames.files) == ["f0", "f1", "f2", "f3"] and frames.files["f3"] == "y" * 100
     assert frames.file_bytes == 1000 and frames.over_budget
-    nuls = _Frames()
+    nuls = Frames()
     nuls.collected(frame("z", bytes(600)), budget=1200)  # a NUL is six bytes in the JSON answer
     assert nuls.files["z"] == "\0" * 200 and nuls.over_budget

@@ -276,8 +276,8 @@ def test_the_reuse_runs_setting_reaches_the_backend(monkeypatch: pytest.MonkeyPa
 def test_a_sandbox_killed_while_idle_is_never_handed_a_job(box: OneSandbox) -> None:
     """An idle sandbox killed from outside (an operator, the OOM killer) is replaced, not answered with an error."""
     first = box.run("print('first')\n")
-    assert first.status is RunStatus.OK and box.backend._warm.qsize() == 1
-    idle = box.backend._warm._queue[0]  # type: ignore[attr-defined]  # asyncio.Queue keeps its items in a deque
+    assert first.status is RunStatus.OK and box.backend._pool.warm.qsize() == 1
+    idle = box.backend._pool.warm._queue[0]  # type: ignore[attr-defined]  # asyncio.Queue keeps its items in a deque
     assert idle.supervisor is not None
     signal.pidfd_send_signal(idle.supervisor, signal.SIGKILL)  # its supervisor dies; bwrap exits after it
     for _ in range(1000):  # the loop notices the exit while it runs
@@ -521,11 +521,11 @@ def test_one_byte_writes_do_not_make_the_host_spend_a_frame_per_byte(box: OneSan
     (about 40% of a core of the host's loop for one run). The supervisor now holds a stream's output until its half
     of the buffer is full or FLUSH_S has passed, so the frames of a case are bounded by its wall time, whatever the
     program writes. Counted at the host's frame reader."""
-    from sandbox.bwrap import backend as bwrap
+    from sandbox.bwrap import job
     from sandbox.inside import supervisor
 
     frames: list[bytes] = []
-    real = bwrap._read_frame
+    real = job.read_frame
 
     async def counting(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
         kind, data = await real(reader)
@@ -545,7 +545,7 @@ def test_one_byte_writes_do_not_make_the_host_spend_a_frame_per_byte(box: OneSan
         "print('done', file=__import__('sys').stderr)\n"
     )
     box.run("print('warm')\n")
-    monkeypatch.setattr(bwrap, "_read_frame", counting)
+    monkeypatch.setattr(job, "read_frame", counting)
     result = box.run(spammer)
     assert result.status is RunStatus.OK and result.stderr.endswith("done\n"), result
     written = result.stderr.count("x")
@@ -751,10 +751,10 @@ def test_a_sandbox_whose_runs_cannot_have_namespaces_of_their_own_serves_one_run
     loop = asyncio.new_event_loop()
     backend = BwrapBackend(BwrapConfig(warm_pool=1, max_concurrent=1))
     try:
-        if "CAP_SYS_ADMIN" not in backend._argv_head:
+        if "CAP_SYS_ADMIN" not in backend._pool.argv_head:
             pytest.skip("bwrap runs unprivileged here: it binds nothing over /proc")
-        at = backend._argv_head.index("CAP_SYS_ADMIN")
-        del backend._argv_head[at - 1:at + 1]
+        at = backend._pool.argv_head.index("CAP_SYS_ADMIN")
+        del backend._pool.argv_head[at - 1:at + 1]
         request = RunRequest(code=SUPERVISOR + "print('PID', _os.getpid())\n")
         got = [loop.run_until_complete(backend.run(request)) for _ in range(3)]
         assert [r.status for r in got] == [RunStatus.OK] * 3, got
