@@ -71,3 +71,15 @@ def test_labelled_audit_with_no_disagreement_says_so(tmp_path: Path) -> None:
     section = html[html.index("<h2>Disagreements (0)</h2>"):]
     assert section.split("<h2>")[1].count("<table>") == 0, "an empty table of headers"
     assert 'id="no-disagreements"' in section and "None: every scored verdict agrees with its label." in section
+
+
+def test_audit_diff_with_no_disagreement_says_so(tmp_path: Path) -> None:
+    rows = [{"response": "Paris", "reference": "paris"}, {"response": "Rome", "reference": "paris"}]
+    inp = tmp_path / "rows.jsonl"
+    inp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    done = cli("audit", "diff", str(inp), "--verifier", "exact_match", "--against", "exact_match",
+               "--out", str(tmp_path / "d"), "--workers", "1")
+    assert done.returncode == 0, done.stderr
+    html = (tmp_path / "d" / "report.html").read_text()
+    section = html[html.index("<h2>Disagreements (0)</h2>"):]
+    assert 'id="no-disagreements"' in section and "None: both verifiers give the same verdict" in section

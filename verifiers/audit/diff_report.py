@@ -80,7 +80,8 @@ def render_diff_html(summary: dict[str, Any], disagreements: list[dict[str, Any]
           for side, flag in (("verifier", "--options"), ("against", "--against-options"))),
     ])
     shown = len(disagreements)
-    note = "" if shown == summary["disagree"] else (
+    note = '<p class="ok" id="no-disagreements">None: both verifiers give the same verdict on every row.</p>' if (
+        not summary["disagree"]) else "" if shown == summary["disagree"] else (
         f'<p class="meta">The first {shown} of {summary["disagree"]} disagreements are shown; '
         "<code>disagreements.jsonl</code> holds all of them.</p>")
     return (
