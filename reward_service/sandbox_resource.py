@@ -4,38 +4,37 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 from reward_service.settings import Settings
-from sandbox.factory import build_backend
+from sandbox.api import Backend
+from sandbox.bwrap import BwrapConfig
+from sandbox.docker_backend import DockerConfig
+from sandbox.factory import BACKENDS, BackendConfig, DisabledConfig, build_backend
 
 log = logging.getLogger(__name__)
 
 
-def backend_config(settings: Settings) -> dict[str, Any]:
-    return {
-        "backend": settings.sandbox.backend,
-        "caps": settings.sandbox.caps.to_limits(),
-        "defaults": settings.sandbox.defaults.to_limits(),
-        "warm_pool": settings.sandbox.warm_pool,
-        "max_concurrent": settings.sandbox.max_concurrent,
-        "reuse_runs": settings.sandbox.reuse_runs,
-        "languages": settings.sandbox.languages,
-        "uid_base": settings.sandbox.uid_base,
-        "compile_wall_s": settings.sandbox.compile_wall_s,
-        "memory_cgroup": settings.sandbox.memory_cgroup,
-    }
+def backend_config(settings: Settings) -> BackendConfig:
+    """The configured backend's own typed configuration, from the ``sandbox`` settings block."""
+    s = settings.sandbox
+    caps, defaults = s.caps.to_limits(), s.defaults.to_limits()
+    if s.backend == "bwrap":
+        return BwrapConfig(caps=caps, defaults=defaults, warm_pool=s.warm_pool, max_concurrent=s.max_concurrent,
+                           reuse_runs=s.reuse_runs, languages=s.languages, uid_base=s.uid_base,
+                           compile_wall_s=s.compile_wall_s, memory_cgroup=s.memory_cgroup)
+    if s.backend == "docker":
+        return DockerConfig(caps=caps, defaults=defaults, max_concurrent=s.max_concurrent)
+    if s.backend == "none":
+        return DisabledConfig()
+    raise ValueError(f"unknown sandbox backend {s.backend!r}; choose one of {', '.join(BACKENDS)}")
 
 
 @asynccontextmanager
-async def open_sandbox(settings: Settings) -> AsyncIterator[dict[str, Any]]:
+async def open_sandbox(settings: Settings) -> AsyncIterator[dict[str, Backend]]:
     backend = build_backend(backend_config(settings))
-    reason = getattr(backend, "reason", "")
-    if reason:
-        log.warning("sandbox unavailable: %s", reason)
-    start = getattr(backend, "start", None)
-    if start is not None:
-        await start()
+    if backend.reason:
+        log.warning("sandbox unavailable: %s", backend.reason)
+    await backend.start()
     try:
         yield {"sandbox": backend}
     finally:

@@ -1,13 +1,13 @@
-"""The sandbox's Python contract: what a run asks for and what it returns. Backends implement ``Backend``.
+"""The sandbox's Python contract: what a run asks for and what it returns. Backends subclass ``Backend``.
 
 Kept free of any backend so verifiers can code against it (the code verifier reaches the sandbox as the
 ``sandbox`` resource of its context).
 """
 from __future__ import annotations
 
+import asyncio
 import enum
 from dataclasses import dataclass, field, replace
-from typing import Protocol
 
 
 class RunStatus(str, enum.Enum):
@@ -72,16 +72,53 @@ def one_run_per_case(request: RunRequest, stdins: list[str]) -> list[RunRequest]
     return [replace(request, stdin=stdin) for stdin in stdins]
 
 
-class Backend(Protocol):
-    name: str
+class Backend:
+    """What every backend offers the service and the verifiers. ``run`` and ``languages`` are each backend's own; the
+    rest have defaults (one run per case, no warm-up, always ready, nothing more to say) that a backend overrides
+    when it has more, so callers use them all without probing for them."""
 
-    async def run(self, request: RunRequest) -> RunResult: ...
+    name = "backend"
 
-    async def run_many(self, requests: list[RunRequest]) -> list[RunResult]: ...
+    async def run(self, request: RunRequest) -> RunResult:
+        raise NotImplementedError
 
-    # The program once per stdin, each result as if run alone with ``request.limits`` (stdin/stdout test cases).
-    async def run_cases(self, request: RunRequest, stdins: list[str]) -> list[RunResult]: ...
+    def languages(self) -> dict[str, bool]:  # language -> available on this host
+        raise NotImplementedError
 
-    def languages(self) -> dict[str, bool]: ...  # language -> available on this host
+    async def run_many(self, requests: list[RunRequest]) -> list[RunResult]:
+        """All at once; each result as if run alone."""
+        return list(await asyncio.gather(*(self.run(r) for r in requests)))
 
-    async def close(self) -> None: ...
+    async def run_cases(self, request: RunRequest, stdins: list[str]) -> list[RunResult]:
+        """The program once per stdin, each result as if run alone with ``request.limits`` (stdin/stdout tests)."""
+        return await self.run_many(one_run_per_case(request, stdins))
+
+    def language_info(self) -> dict[str, dict[str, object]]:
+        """Per language: ``available``, and where the backend knows them ``compiled``, ``reason`` (why not
+        available), ``file`` and ``aliases``."""
+        return {name: {"available": available} for name, available in self.languages().items()}
+
+    @property
+    def reason(self) -> str:
+        """Why no program can run on this backend ("" when they can): a disabled or missing sandbox says why."""
+        return ""
+
+    @property
+    def ready(self) -> bool:
+        """Runs start at once (a warm pool is filled); /readyz waits for it."""
+        return True
+
+    @property
+    def not_ready_reason(self) -> str:
+        """Why the backend is not ready, when it has failed rather than still starting ("" otherwise)."""
+        return ""
+
+    def isolation(self) -> dict[str, object] | None:
+        """What enforces each limit on this host (/readyz shows it), or None when the backend cannot say."""
+        return None
+
+    async def start(self) -> None:
+        """Start what runs ahead of the first request (a warm pool); the service calls it once, at start-up."""
+
+    async def close(self) -> None:
+        """Release everything the backend holds; no run is served after it."""

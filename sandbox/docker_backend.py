@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import os
 import shlex
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from sandbox.api import Limits, RunRequest, RunResult, RunStatus, one_run_per_case
+from sandbox.api import Backend, Limits, RunRequest, RunResult, RunStatus
 from sandbox.limits import clamp, default_caps
 from sandbox.outcome import Observed, classify
 
@@ -75,15 +76,16 @@ def docker_unavailable_reason() -> str:
 class DockerConfig:
     caps: Limits = field(default_factory=default_caps)
     defaults: Limits | None = None  # None: Limits() within the caps
-    max_concurrent: int = 4
+    max_concurrent: int = 4  # 0 means 2 x CPU cores, as for bwrap (the settings' default)
 
     def __post_init__(self) -> None:
         self.defaults = self.defaults or clamp(Limits(), self.caps)
+        if self.max_concurrent <= 0:  # a semaphore of 0 would hold every run forever
+            self.max_concurrent = 2 * (os.cpu_count() or 1)
 
 
-class DockerBackend:
+class DockerBackend(Backend):
     name = "docker"
-    ready = True
 
     def __init__(self, config: DockerConfig | None = None) -> None:
         import docker
@@ -103,12 +105,6 @@ class DockerBackend:
                 return await asyncio.to_thread(self._run_blocking, request, clamp(request.limits, self.config.caps))
             except Exception as exc:
                 return RunResult(RunStatus.SANDBOX_ERROR, reason=f"docker: {type(exc).__name__}: {exc}")
-
-    async def run_many(self, requests: list[RunRequest]) -> list[RunResult]:
-        return list(await asyncio.gather(*(self.run(r) for r in requests)))
-
-    async def run_cases(self, request: RunRequest, stdins: list[str]) -> list[RunResult]:
-        return await self.run_many(one_run_per_case(request, stdins))
 
     async def close(self) -> None:
         self.client.close()

@@ -9,7 +9,7 @@ import pytest
 
 from sandbox.api import Limits, RunRequest, RunResult, RunStatus
 from sandbox.bwrap import BwrapBackend, BwrapConfig
-from sandbox.factory import UnavailableBackend, build_backend
+from sandbox.factory import DisabledConfig, UnavailableBackend, build_backend
 from sandbox.limits import clamp, over_caps
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
@@ -153,15 +153,19 @@ def test_many_runs_in_parallel_are_all_correct(sb: Runner) -> None:
     assert sb.backend.stats["warm_hits"] > 0
 
 
-def test_unknown_and_unavailable_backends_are_named() -> None:
-    backend = build_backend({"backend": "none"})
+def test_unknown_and_unavailable_backends_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    from reward_service.sandbox_resource import backend_config
+    from reward_service.settings import load_settings
+
+    backend = build_backend(DisabledConfig())
     assert isinstance(backend, UnavailableBackend)
     r = asyncio.run(backend.run(RunRequest(code="print(1)")))
     assert r.status is RunStatus.SANDBOX_ERROR and "disabled" in r.reason
-    missing = build_backend({"backend": "bwrap", "bwrap": "/nonexistent/bwrap"})
+    missing = build_backend(BwrapConfig(bwrap="/nonexistent/bwrap"))
     assert asyncio.run(missing.run(RunRequest(code="1"))).status is RunStatus.SANDBOX_ERROR
-    with pytest.raises(ValueError):
-        build_backend({"backend": "firecracker"})
+    monkeypatch.setenv("REWARD_SERVICE_SANDBOX_BACKEND", "firecracker")
+    with pytest.raises(ValueError, match="firecracker"):
+        backend_config(load_settings())
 
 
 def test_broken_bwrap_is_a_sandbox_error_not_a_program_failure() -> None:
@@ -183,3 +187,31 @@ def test_caps() -> None:
     assert over_caps(Limits(wall_s=1, memory_mb=100), caps) == []
     assert any("positive" in p for p in over_caps(Limits(wall_s=0), caps))
     assert clamp(Limits(wall_s=10, memory_mb=100), caps).wall_s == 5
+
+
+def test_every_sandbox_setting_the_backend_knows_reaches_its_typed_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The settings block becomes a BwrapConfig (or DockerConfig) field by field, never an untyped mapping on the way:
+    a setting the config has but the service forgot to pass would silently keep the config's default."""
+    from dataclasses import fields
+
+    from reward_service.sandbox_resource import backend_config
+    from reward_service.settings import load_settings
+    from sandbox.docker_backend import DockerConfig
+
+    for name, value in {"WARM_POOL": "3", "MAX_CONCURRENT": "5", "REUSE_RUNS": "7", "UID_BASE": "300000",
+                        "COMPILE_WALL_S": "42", "MEMORY_CGROUP": "off", "LANGUAGES": '["python"]',
+                        "CAPS__WALL_S": "30", "DEFAULTS__WALL_S": "3"}.items():
+        monkeypatch.setenv(f"REWARD_SERVICE_SANDBOX_{name}", value)
+    settings = load_settings()
+    config = backend_config(settings)
+    assert isinstance(config, BwrapConfig)
+    shared = {f.name for f in fields(BwrapConfig)} & set(type(settings.sandbox).model_fields)
+    assert shared >= {"warm_pool", "max_concurrent", "reuse_runs", "uid_base", "compile_wall_s", "memory_cgroup",
+                      "languages", "caps", "defaults"}
+    for name in shared - {"caps", "defaults"}:
+        assert getattr(config, name) == getattr(settings.sandbox, name), name
+    assert config.caps.wall_s == 30 and config.caps.compile_s == 42 and config.defaults is not None
+    assert config.defaults.wall_s == 3
+    monkeypatch.setenv("REWARD_SERVICE_SANDBOX_BACKEND", "docker")
+    docker = backend_config(load_settings())
+    assert isinstance(docker, DockerConfig) and docker.max_concurrent == 5 and docker.caps.wall_s == 30

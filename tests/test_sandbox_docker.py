@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 
 from sandbox.api import Limits, RunRequest, RunStatus
-from sandbox.docker_backend import command_refusal, container_command, docker_unavailable_reason, read_capped
+from sandbox.docker_backend import (
+    DockerConfig,
+    command_refusal,
+    container_command,
+    docker_unavailable_reason,
+    read_capped,
+)
 from sandbox.factory import UnavailableBackend, build_backend
 
 REASON = docker_unavailable_reason()
@@ -20,7 +26,7 @@ REASON = docker_unavailable_reason()
 def test_without_an_engine_the_factory_names_the_problem() -> None:
     if not REASON:
         pytest.skip("a Docker engine is reachable here")
-    backend = build_backend({"backend": "docker"})
+    backend = build_backend(DockerConfig())
     assert isinstance(backend, UnavailableBackend)
     r = asyncio.run(backend.run(RunRequest(code="print(1)")))
     assert r.status is RunStatus.SANDBOX_ERROR and "docker" in r.reason
@@ -29,7 +35,7 @@ def test_without_an_engine_the_factory_names_the_problem() -> None:
 @pytest.mark.skipif(bool(REASON), reason=f"no Docker engine reachable: {REASON[:120]}")
 def test_docker_runs_and_contains() -> None:
     async def go() -> list:
-        backend = build_backend({"backend": "docker"})
+        backend = build_backend(DockerConfig())
         try:
             return await backend.run_many([
                 RunRequest(code="print(input() * 2)", stdin="ab"),

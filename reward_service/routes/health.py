@@ -26,9 +26,9 @@ async def readyz(services: ServicesDep) -> JSONResponse:
     waiting = runtime.not_ready()
     body: dict[str, Any] = {"ready": not waiting, "waiting_for": waiting}
     sandbox = runtime.resources.get("sandbox")
-    isolation = getattr(sandbox, "isolation", None)
+    isolation = sandbox.isolation() if sandbox is not None else None
     if isolation is not None:
-        body["sandbox"] = isolation()  # which mechanism enforces which limit on this host
+        body["sandbox"] = isolation  # which mechanism enforces which limit on this host
     return JSONResponse(body, status_code=200 if not waiting else 503)
 
 

@@ -14,7 +14,7 @@ from reward_service.deps import AdmissionDep, SettingsDep
 from reward_service.errors import ApiError
 from reward_service.sandbox_models import LanguageOut, RunBatchIn, RunBatchOut, RunIn, RunOut
 from reward_service.settings import SandboxSettings
-from sandbox.api import Limits, RunRequest, RunResult, RunStatus
+from sandbox.api import Backend, Limits, RunRequest, RunResult, RunStatus
 from sandbox.fairslots import run_source
 from sandbox.languages import canonical_name, source_file
 from sandbox.limits import over_caps
@@ -23,7 +23,7 @@ from sandbox.paths import collect_problem, files_problem, path_problem
 router = APIRouter(tags=["sandbox"], dependencies=[Depends(require_token)])
 
 
-def _backend(gate: AdmissionGate) -> Any:
+def _backend(gate: AdmissionGate) -> Backend:
     backend = gate.ready().resources.get("sandbox")
     if backend is None:
         raise ApiError(503, "no sandbox is configured on this server")
@@ -34,7 +34,7 @@ def safe_relative(path: str) -> bool:
     return not path_problem(path)
 
 
-def to_request(s: SandboxSettings, backend: Any, item: RunIn, loc: list[Any]) -> RunRequest:
+def to_request(s: SandboxSettings, backend: Backend, item: RunIn, loc: list[Any]) -> RunRequest:
     """Validate one item against the host's languages and the server caps (422 with its location)."""
     language = canonical_name(item.language)
     offered = backend.languages()
@@ -66,7 +66,7 @@ def to_request(s: SandboxSettings, backend: Any, item: RunIn, loc: list[Any]) ->
     return item.to_request(language, limits)
 
 
-async def admitted_run(gate: AdmissionGate, backend: Any, requests: list[RunRequest],
+async def admitted_run(gate: AdmissionGate, backend: Backend, requests: list[RunRequest],
                        output_budget: int | None = None) -> list[Any]:
     """Run the admitted requests; with ``output_budget``, each result is charged its output as it finishes, so the
     server never holds (nor sends) more than the budget of the request's output plus what is still running: a batch
@@ -130,7 +130,4 @@ async def run_batch(body: RunBatchIn, settings: SettingsDep, gate: AdmissionDep)
 @router.get("/v1/sandbox/languages", response_model=dict[str, LanguageOut])
 async def languages(gate: AdmissionDep) -> dict[str, LanguageOut]:
     backend = _backend(gate)
-    info = getattr(backend, "language_info", None)
-    if info is not None:
-        return {k: LanguageOut(**v) for k, v in info().items()}
-    return {k: LanguageOut(available=v) for k, v in backend.languages().items()}
+    return {k: LanguageOut(**v) for k, v in backend.language_info().items()}

@@ -11,7 +11,6 @@ import base64
 import binascii
 import logging
 import os
-from typing import Any
 
 from fastapi import APIRouter, Depends
 
@@ -21,7 +20,7 @@ from reward_service.routes.openrlhf import authorize
 from reward_service.routes.sandbox import admitted_run, safe_relative
 from reward_service.sandboxfusion import NO_MEMORY_LIMIT, RunCodeRequest, RunCodeResponse, to_response
 from reward_service.settings import Settings
-from sandbox.api import Limits, RunRequest
+from sandbox.api import Backend, Limits, RunRequest
 from sandbox.languages import LANGUAGES, source_file
 from sandbox.paths import collect_problem, files_problem
 
@@ -76,23 +75,22 @@ def _files(body: RunCodeRequest) -> dict[str, str]:
     return out
 
 
-def _unavailable(backend: Any, body: RunCodeRequest) -> str:
+def _unavailable(backend: Backend, body: RunCodeRequest) -> str:
     """Why this language cannot run here, or '' when it can."""
     ours = body.our_language()
     if ours is None:
         return f"language {body.language!r} is not offered by this server (see GET /v1/sandbox/languages)"
     if not backend.languages().get(ours):
-        described: dict[str, dict[str, Any]] = getattr(backend, "language_info", dict)()
-        info = described.get(ours) or {}
-        reason = info.get("reason") or getattr(backend, "reason", "")  # a disabled sandbox says why
+        info = backend.language_info().get(ours) or {}
+        reason = info.get("reason") or backend.reason  # a disabled sandbox says why
         return f"language {body.language!r} is not available on this host" + (f": {reason}" if reason else "")
     return ""
 
 
-def _compiled(backend: Any, language: str) -> bool:
-    info = getattr(backend, "language_info", None)
-    if info is not None and language in info():
-        return bool(info()[language].get("compiled"))
+def _compiled(backend: Backend, language: str) -> bool:
+    info = backend.language_info().get(language)
+    if info is not None and "compiled" in info:
+        return bool(info["compiled"])
     return any(spec.name == language and spec.compile for spec in LANGUAGES)
 
 

@@ -25,7 +25,7 @@ import time
 from dataclasses import asdict
 
 from sandbox import seccomp
-from sandbox.api import Limits, RunRequest, RunResult, RunStatus
+from sandbox.api import Backend, Limits, RunRequest, RunResult, RunStatus
 from sandbox.bwrap.config import BwrapConfig
 from sandbox.bwrap.job import LimitRefused, compiled_code, execute
 from sandbox.bwrap.layout import WORK_IN_SANDBOX, Layout
@@ -45,7 +45,7 @@ PHASES = {"slot wait": ("admitted", "slot"), "warm take": ("slot", "taken"), "jo
           "teardown": ("collected", "released")}
 
 
-class BwrapBackend:
+class BwrapBackend(Backend):
     name = "bwrap"
 
     def __init__(self, config: BwrapConfig | None = None) -> None:
@@ -99,7 +99,7 @@ class BwrapBackend:
     def not_ready_reason(self) -> str:
         return "" if self.ready else (f"cannot start a sandbox: {self.last_error}" if self.last_error else "")
 
-    # --- the Backend protocol -------------------------------------------------------------------------------
+    # --- the Backend interface ------------------------------------------------------------------------------
 
     def languages(self) -> dict[str, bool]:
         return {name: lang.available for name, lang in self._langs.items()}
