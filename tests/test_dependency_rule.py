@@ -5,6 +5,7 @@ functions and under TYPE_CHECKING: a lazy import still couples the packages."""
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,26 @@ def test_the_check_sees_a_violation(tmp_path: Path) -> None:
                       "def f():\n    import verifiers.engine\n")
     assert {root for root, _ in imported_roots(source)} == {"typing", "reward_service", "verifiers"}
     assert {module for module, _ in imported_modules(source)} == {"typing", "reward_service.app", "verifiers.engine"}
+
+
+# The server opens the backends and hands them over; verifiers use only the sandbox's request and result types and the
+# ``Backend`` base (sandbox.api), its fair turns and the in-sandbox programs' files.
+BACKEND_MODULES = ("sandbox.bwrap", "sandbox.docker_backend", "sandbox.factory")
+
+
+def test_verifiers_never_import_a_sandbox_backend() -> None:
+    found = []
+    for path in sorted((ROOT / "verifiers").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+            found += [f"{path.relative_to(ROOT)}:{node.lineno} imports {name}" for name in names
+                      if name.startswith(BACKEND_MODULES)]
+    assert found == []
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "sandbox" / "inside").glob("*.py")), ids=lambda p: p.name)
+def test_in_sandbox_programs_import_only_the_standard_library(path: Path) -> None:
+    """They run on the bare interpreter inside the sandbox (sandbox/inside/README.md): nothing of the service's."""
+    roots = {root for root, _ in imported_roots(path)}
+    assert roots <= set(sys.stdlib_module_names), sorted(roots - set(sys.stdlib_module_names))

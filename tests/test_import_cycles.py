@@ -1,4 +1,5 @@
-"""No import cycle inside ``verifiers/``: the library's modules form a DAG, so any of them imports first.
+"""No import cycle inside ``verifiers/`` or ``sandbox/``: each package's modules form a DAG, so any of them imports
+first.
 
 Three graphs are checked. The import-time graph counts what runs when a module loads: top-level imports (including
 those under a top-level ``try``/``if`` and in class bodies), not those under ``if TYPE_CHECKING:`` nor inside
@@ -69,8 +70,8 @@ def _all_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
     return [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
 
 
-def import_graph(typing: bool = False, lazy: bool = False) -> dict[str, set[str]]:
-    files = {_module_name(p): p for p in (ROOT / PACKAGE).rglob("*.py")}
+def import_graph(typing: bool = False, lazy: bool = False, package: str = PACKAGE) -> dict[str, set[str]]:
+    files = {_module_name(p): p for p in (ROOT / package).rglob("*.py")}
     known = set(files)
     graph: dict[str, set[str]] = {}
     for module, path in files.items():
@@ -133,3 +134,15 @@ def test_graph_sees_the_core_modules() -> None:
 def test_no_import_cycle_inside_verifiers(typing: bool, lazy: bool) -> None:
     cycles = find_cycles(import_graph(typing, lazy))
     assert not cycles, "import cycles in verifiers/: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+def test_graph_sees_the_sandbox_modules() -> None:
+    graph = import_graph(package="sandbox")
+    assert {"sandbox.bwrap.job", "sandbox.bwrap.frames"} <= graph["sandbox.bwrap.backend"] | graph["sandbox.bwrap.job"]
+
+
+@pytest.mark.parametrize(("typing", "lazy"), [(False, False), (True, False), (True, True)],
+                         ids=["import-time", "with-type-checking", "with-function-level"])
+def test_no_import_cycle_inside_sandbox(typing: bool, lazy: bool) -> None:
+    cycles = find_cycles(import_graph(typing, lazy, package="sandbox"))
+    assert not cycles, "import cycles in sandbox/: " + "; ".join(" <-> ".join(c) for c in cycles)
