@@ -54,7 +54,7 @@ async def ours_all(rows: list[dict[str, Any]], workers: int, timeout_s: float) -
     await pool.start()
     try:
         await asyncio.gather(*(pool.run("math", r["response"], r["reference"], {}, timeout_s) for r in rows[:20]))
-        # A bounded window in flight: deadlines count from queueing (issue 22), so queueing all 3,397 rows at once
+        # A bounded window in flight: deadlines count from queueing, so queueing all 3,397 rows at once
         # would time out the back of the queue whenever the machine is busier than usual.
         window = asyncio.Semaphore(workers * 64)
 

@@ -1,5 +1,5 @@
 """Mixed clients against the real service: do normal clients keep their latency while one client sends
-pathological math items? (issue 22)
+pathological math items?
 
 Two phases with the same normal load (``--rounds`` pairs, alternating), each on a freshly started
 ``reward-service serve`` (``--workers`` verifier processes, so both start with cold verifier caches): normal

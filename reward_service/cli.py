@@ -90,17 +90,17 @@ def verify(
     raise typer.Exit(0 if result["status"] in ("ok", "no_answer", "rejected") else 1)
 
 
-from reward_service.prm_eval import prm_eval  # noqa: E402  (issue 8)
+from reward_service.prm_eval import prm_eval  # noqa: E402
 
 app.command("prm-eval")(prm_eval)
 
 
-from reward_service.cli_audit import audit_app  # noqa: E402  (issue 9)
+from reward_service.cli_audit import audit_app  # noqa: E402
 
 app.add_typer(audit_app, name="audit")
 
 
-from reward_service.batch.command import score  # noqa: E402  (issue 10)
+from reward_service.batch.command import score  # noqa: E402
 
 app.command("score")(score)
 

@@ -55,7 +55,7 @@ class Verifier(Generic[OptionsT]):
 
     def parse_options(self, raw: dict[str, Any] | None) -> OptionsT:
         """A None value means "not set" (``datasets`` pads a column of dicts with None for every key another row
-        has, issue 18); no option gives None a meaning other than its default, and a set value is still checked."""
+        has); no option gives None a meaning other than its default, and a set value is still checked."""
         given = {k: v for k, v in (raw or {}).items() if v is not None}
         return cast(OptionsT, self.Options.model_validate(given))
 

@@ -41,7 +41,7 @@ class BaseOptions(BaseModel):
     timeout_s: float | None = Field(
         default=None, gt=0, description="Per-item deadline in seconds (capped by the server's maximum)."
     )
-    # Noise correction and appeals (issue 9), applied by the calibration stage after the raw verdict; binary
+    # Noise correction and appeals, applied by the calibration stage after the raw verdict; binary
     # verifiers only.
     correction: Correction = Field(
         "none", description="none | backward (unbiased surrogate reward) | forward (policy-gradient weights)."

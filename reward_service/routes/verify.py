@@ -70,7 +70,7 @@ def check_limits(limits: LimitsSettings, body: VerifyRequest) -> None:
 
 
 def check_item_values(limits: LimitsSettings, i: int, item: VerifyItemIn) -> None:
-    """Ids, options and numbers of one item within the configured limits (issue 22)."""
+    """Ids, options and numbers of one item within the configured limits."""
     for name in ("id", "group"):
         value = getattr(item, name)
         if value is not None and len(value) > limits.max_id_chars:

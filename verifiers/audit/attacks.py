@@ -2,8 +2,8 @@
 
 Each family is a function of a ``Target`` (the gold answer as text, a few wrong answers, the code entry point) and
 returns ``(variant, response)`` pairs; families are parametrised (master keys, templates, lengths, separators), so
-adding a variant is adding data, not code. Sources: field notes §3 (judge hacking, rule-based defences) and §6
-(test-harness gaming, in ``harness_attacks``).
+adding a variant is adding data, not code. Judge hacking and its rule-based defences are here; test-harness
+gaming is in ``harness_attacks``.
 """
 from __future__ import annotations
 

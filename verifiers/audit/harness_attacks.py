@@ -1,4 +1,4 @@
-"""Test-harness attacks on code verifiers (field notes §6; the attack list of the code verifier issue).
+"""Test-harness attacks on code verifiers: the ways a program games the tests that judge it.
 
 Each family is generated from what the reference's tests actually use, read with the code verifier's own test plan
 (``CodeFacts``): the functions under test (HumanEval ``entry_point``, the names MBPP asserts call), how many tests

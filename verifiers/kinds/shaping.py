@@ -1,4 +1,4 @@
-"""Shaping terms trainers add beside correctness (field notes §7): format, length, JSON validity, repetition.
+"""Shaping terms trainers add beside correctness: format, length, JSON validity, repetition.
 
 Format and JSON checks are binary verdicts; length and repetition are penalties in [-1, 0] (``binary = False``),
 meant to be summed into a reward spec with a weight.

@@ -12,7 +12,7 @@ import re
 import sympy
 from sympy.matrices.matrixbase import MatrixBase
 
-# Answers that carry no content and are known to fool judges (field notes §3).
+# Answers that carry no content and are known to fool judges.
 _HACK_PHRASES = re.compile(
     r"^(?:thought\s+process|let'?s\s+solve\s+this\s+problem\s+step\s+by\s+step|solution|answer|final\s+answer|"
     r"step\s+by\s+step|reasoning|explanation|かいせつ|解説|解答|答案|答え)?$",

@@ -1,7 +1,7 @@
 """The symbolic path: LaTeX → sympy (math-verify's own parser, latex2sympy2_extended) and structural equivalence.
 
 Why our own comparison instead of ``math_verify.verify``: its numeric shortcut rounds to a few digits, which accepts
-``1/2004!`` for ``1/2006!`` and treats two different line equations as equal (field notes §2). Here:
+``1/2004!`` for ``1/2006!`` and treats two different line equations as equal. Here:
 - numbers without symbols are compared at 60 significant digits (exact forms must agree to 1e-40 relative;
   ``rel_tol`` only applies when the answer itself was written with decimals);
 - expressions with symbols are compared at several test points with every symbol positive (so ``\\sqrt{1/n}`` and

@@ -1,4 +1,4 @@
-"""From per-step scores to one reward (field notes §5).
+"""From per-step scores to one reward, by the rules PRM users apply.
 
 - ``min``: the weakest step (PURE / "Stop Summation" min-form credit assignment).
 - ``prod``: probability that every step is right, if steps were independent.
