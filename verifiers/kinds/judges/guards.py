@@ -1,5 +1,6 @@
 """Rule-based checks run before any judge call: answers that are empty, only filler that fools judges ("Thought
-process:", "Solution", ":"), markup or noise, hedged between several answers, or over-long are refused for free; text aimed at the judge is stripped (or refused) before the response is quoted."""
+process:", "Solution", ":"), markup or noise, hedged between several answers, or over-long are refused for free;
+text aimed at the judge is stripped (or refused) before the response is quoted."""
 from __future__ import annotations
 
 import re
