@@ -882,17 +882,26 @@ def judge_main() -> None:
     candidate_path = list(sys.path)
     sys.path[:] = [p for p in sys.path if not _untrusted_path_entry(p)]
     _HARNESS_SOURCE = _own_source()  # for restarts; read while no candidate exists to have touched the work dir
-    # Before the job (tests, nonce) exists anywhere in this process's memory, and before the reference's modules are
-    # loaded: what they make at import is the tests' (numpy's global generator, seeded then and not reseeded in a
-    # forked child, would hand the program the "random" inputs and expected values its tests draw). The child runs
-    # nothing until the judge sends it the program, after the job is read.
+    # The reference's standard modules are loaded before the fork, so the program finds them loaded (a HumanEval
+    # prompt's typing costs each program milliseconds otherwise): none keeps state from its import that a forked
+    # child could replay (random reseeds itself in a child). Any other module is loaded after: what it makes at
+    # import is the tests' alone (numpy's global generator, seeded then and not reseeded in a child, would hand the
+    # program the "random" inputs and expected values its tests draw).
+    stdlib: frozenset[str] = getattr(sys, "stdlib_module_names", frozenset())
+    names = sys.argv[1:]
+    for name in names:
+        if name.split(".")[0] in stdlib:
+            _preload(name)
+    # Before the job (tests, nonce) exists anywhere in this process's memory; the child runs nothing until the
+    # judge sends it the program, after the job is read.
     spare = fork_candidate()
     # The judge leaves the work dir, which the candidate writes: nothing the tests or a module they load lazily
     # reads by a relative name (a config file, a .pdbrc) can come from the candidate. Restarts start there.
     CANDIDATE_DIR[0] = os.getcwd()
     os.chdir("/")
-    for name in sys.argv[1:]:  # modules the reference imports: loaded once, before any candidate code runs
-        _preload(name)
+    for name in names:  # the rest of the reference's modules, loaded before any candidate code runs
+        if name.split(".")[0] not in stdlib:
+            _preload(name)
     TRUSTED_MODULES.update((n, m) for n, m in sys.modules.items() if type(m) is type(sys) and n != "__main__")
     job = json_loads(_read_all(0))
     job["path"] = candidate_path
