@@ -45,11 +45,11 @@ from benchmarks._common import SHARED_DATA
 from verifiers.engine import Engine
 from verifiers.engine.pool import WorkerPool
 from verifiers.engine.registry import load_modules
-from verifiers.math.extract import boxed_contents
+from verifiers.kinds.math.extract import boxed_contents
 from verifiers.types import VerifyItem
 
 DATA = SHARED_DATA / "math" / "processbench_answers.jsonl"
-MODULES = ["verifiers.math.verifier", "verifiers.consensus"]
+MODULES = ["verifiers.kinds.math.verifier", "verifiers.kinds.consensus"]
 _LAST_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 

@@ -50,7 +50,7 @@ def mv_row(pair: tuple[str, str]) -> tuple[bool, str]:
 async def ours_all(rows: list[dict[str, Any]], workers: int, timeout_s: float) -> tuple[list[dict[str, Any]], float]:
     from verifiers.engine.pool import WorkerPool
 
-    pool = WorkerPool(workers, ["verifiers.math.verifier"])
+    pool = WorkerPool(workers, ["verifiers.kinds.math.verifier"])
     await pool.start()
     try:
         await asyncio.gather(*(pool.run("math", r["response"], r["reference"], {}, timeout_s) for r in rows[:20]))

@@ -435,7 +435,7 @@ def mv_all(cases: list[Case], workers: int) -> list[bool]:
 async def ours_all(cases: list[Case], workers: int, timeout_s: float = 10.0) -> list[dict[str, Any]]:
     from verifiers.engine.pool import WorkerPool
 
-    pool = WorkerPool(workers, ["verifiers.math.verifier"])
+    pool = WorkerPool(workers, ["verifiers.kinds.math.verifier"])
     await pool.start()
     try:
         window = asyncio.Semaphore(workers * 64)

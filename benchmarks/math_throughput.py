@@ -67,7 +67,7 @@ def mv_check(pair: tuple[str, str, bool]) -> bool:
 
 
 def ours_check(pair: tuple[str, str, bool]) -> bool:
-    from verifiers.math.verifier import MathVerifier
+    from verifiers.kinds.math.verifier import MathVerifier
 
     verifier = MathVerifier()
     return verifier.check(pair[0], pair[1], verifier.parse_options({})).score == 1.0
@@ -76,7 +76,7 @@ def ours_check(pair: tuple[str, str, bool]) -> bool:
 async def pool_rate(warm: list[tuple[str, str, bool]], pairs: list[tuple[str, str, bool]], workers: int) -> float:
     from verifiers.engine.pool import WorkerPool
 
-    pool = WorkerPool(workers, ["verifiers.math.verifier"])
+    pool = WorkerPool(workers, ["verifiers.kinds.math.verifier"])
     await pool.start()
     try:
         await asyncio.gather(*(pool.run("math", r, g, {}, 60.0) for r, g, _ in warm))

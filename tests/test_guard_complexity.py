@@ -68,7 +68,7 @@ def test_final_answer_reading_is_linear_on_floods() -> None:
     its markers (about 200k characters each; a quadratic reading of any of them takes minutes) are read, and read
     as what they are."""
     from verifiers.kinds.judges.guards import hedged
-    from verifiers.math.extract import extract, final_statements
+    from verifiers.kinds.math.extract import extract, final_statements
 
     floods = {
         "answer:" + "\n" * 200_000: [],

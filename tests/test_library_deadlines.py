@@ -46,7 +46,7 @@ def test_verify_sync_on_a_pathological_answer_returns_by_its_deadline_and_leaves
 def test_engine_local_loop_kills_overruns_and_goes_on_scoring() -> None:
     """The issue's case: ``asyncio.run(engine.verify(...))`` in a scoring loop. Each overrun costs one worker
     respawn, later items are scored normally, and the loop leaves no thread behind."""
-    modules = ["verifiers.kinds.basic", "verifiers.math.verifier", "verifiers.math.math_verify_verifier"]
+    modules = ["verifiers.kinds.basic", "verifiers.kinds.math.verifier", "verifiers.kinds.math.math_verify_verifier"]
     items = [
         VerifyItem("math_verify", PATHOLOGICAL, "2^{2000}", {"timeout_s": DEADLINE_S}),
         VerifyItem("math", r"so $\boxed{\frac{12}{36}}$", r"\frac{1}{3}"),

@@ -8,9 +8,9 @@ import time
 import pytest
 import sympy
 
-from verifiers.math.guards import MAX_SIMPLIFY_OPS
-from verifiers.math.symbolic import _structural
-from verifiers.math.verifier import MathVerifier
+from verifiers.kinds.math.guards import MAX_SIMPLIFY_OPS
+from verifiers.kinds.math.symbolic import _structural
+from verifiers.kinds.math.verifier import MathVerifier
 
 VERIFIER = MathVerifier()
 

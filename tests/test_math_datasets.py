@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from verifiers.math.normalize import canonical
-from verifiers.math.numeric import parse_number, terminates
-from verifiers.math.verifier import MathVerifier
+from verifiers.kinds.math.normalize import canonical
+from verifiers.kinds.math.numeric import parse_number, terminates
+from verifiers.kinds.math.verifier import MathVerifier
 from verifiers.types import Status
 
 V = MathVerifier()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from verifiers.math.verifier import MathOptions, MathVerifier
+from verifiers.kinds.math.verifier import MathOptions, MathVerifier
 
 # math-128's response: "\\mathbf{v}=\\begin{pmatrix} ... \\end{pmatrix}"; the others are final answers of other
 # ProcessBench responses (omnimath, olympiadbench, math).

@@ -13,12 +13,12 @@ from latex2sympy2_extended.math_normalization import normalize_latex
 from sympy.matrices.matrixbase import MatrixBase
 
 from tests.test_math_datasets import load, rewrites, same_value
-from verifiers.math import symbolic
-from verifiers.math.extract import extract, split_alternatives
-from verifiers.math.fastparse import fast_parse
-from verifiers.math.normalize import canonical, split_condition, unwrap
-from verifiers.math.symbolic import MAX_PARSE_CHARS, _imaginary, _prepare, parse_full
-from verifiers.math.verifier import MathVerifier, parse_gold
+from verifiers.kinds.math import symbolic
+from verifiers.kinds.math.extract import extract, split_alternatives
+from verifiers.kinds.math.fastparse import fast_parse
+from verifiers.kinds.math.normalize import canonical, split_condition, unwrap
+from verifiers.kinds.math.symbolic import MAX_PARSE_CHARS, _imaginary, _prepare, parse_full
+from verifiers.kinds.math.verifier import MathVerifier, parse_gold
 
 V = MathVerifier()
 OPTS = V.parse_options({})
@@ -334,7 +334,7 @@ def test_fast_path_is_bound_to_the_verified_converter_release() -> None:
     fails, asking for the differential tests to be rerun against it and VERIFIED_CONVERTER to be moved)."""
     from importlib.metadata import version
 
-    from verifiers.math import fastparse
+    from verifiers.kinds.math import fastparse
 
     assert fastparse.ENABLED == version("latex2sympy2_extended").startswith(fastparse.VERIFIED_CONVERTER)
     assert fastparse.ENABLED, f"latex2sympy2_extended {version('latex2sympy2_extended')} is not the verified release"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from verifiers.math.extract import committed_statements, stated_value
-from verifiers.math.verifier import MathVerifier
+from verifiers.kinds.math.extract import committed_statements, stated_value
+from verifiers.kinds.math.verifier import MathVerifier
 from verifiers.types import Status, Verdict
 
 V = MathVerifier()

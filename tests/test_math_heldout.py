@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from benchmarks.math_heldout import available, build, mv_case, tally
-from verifiers.math.verifier import MathVerifier
+from verifiers.kinds.math.verifier import MathVerifier
 from verifiers.types import InvalidReference
 
 V = MathVerifier()

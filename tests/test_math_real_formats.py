@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from verifiers.math.extract import extract, own_turn
-from verifiers.math.spans import escape_currency, math_spans
-from verifiers.math.verifier import MathVerifier
+from verifiers.kinds.math.extract import extract, own_turn
+from verifiers.kinds.math.spans import escape_currency, math_spans
+from verifiers.kinds.math.verifier import MathVerifier
 from verifiers.types import InvalidReference, Status
 
 V = MathVerifier()

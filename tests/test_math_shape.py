@@ -9,11 +9,11 @@ import pytest
 import sympy
 from sympy.matrices.matrixbase import MatrixBase
 
-from verifiers.math.extract import extract, split_alternatives
-from verifiers.math.normalize import split_condition, unwrap
-from verifiers.math.shape import compound_shape
-from verifiers.math.symbolic import is_multi_valued, parse_latex
-from verifiers.math.verifier import MathVerifier
+from verifiers.kinds.math.extract import extract, split_alternatives
+from verifiers.kinds.math.normalize import split_condition, unwrap
+from verifiers.kinds.math.shape import compound_shape
+from verifiers.kinds.math.symbolic import is_multi_valued, parse_latex
+from verifiers.kinds.math.verifier import MathVerifier
 
 V = MathVerifier()
 OPTS = V.parse_options({})

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from verifiers.math.extract import extract, split_alternatives
-from verifiers.math.verifier import MathVerifier
+from verifiers.kinds.math.extract import extract, split_alternatives
+from verifiers.kinds.math.verifier import MathVerifier
 from verifiers.types import InvalidReference, Status, Verdict
 
 V = MathVerifier()

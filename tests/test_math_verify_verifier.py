@@ -17,7 +17,7 @@ from verifiers.engine.pool import WorkerPool
 from verifiers.engine.registry import BUILTIN_MODULES, build_registry
 from verifiers.types import Status, Verdict, VerifyItem
 
-MODULE = "verifiers.math.math_verify_verifier"
+MODULE = "verifiers.kinds.math.math_verify_verifier"
 # A gold Math-Verify evaluates for as long as it is let: 10^(10^10) has ten billion digits (CPU, little memory).
 HANG = r"$\boxed{10^{10^{10^{10}}}}$"
 
@@ -98,7 +98,7 @@ def test_timeout_disabled_warning_is_silenced(caplog: pytest.LogCaptureFixture,
     import math_verify.grader
     import math_verify.parser
 
-    from verifiers.math.math_verify_verifier import MathVerifyVerifier
+    from verifiers.kinds.math.math_verify_verifier import MathVerifyVerifier
 
     verifier = MathVerifyVerifier()
     for module in (math_verify.parser, math_verify.grader):

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from verifiers.math.extract import closing_alternatives, extract, final_statements, own_turn, reference_answer
-from verifiers.math.verifier import MathVerifier
+from verifiers.kinds.math.extract import closing_alternatives, extract, final_statements, own_turn, reference_answer
+from verifiers.kinds.math.verifier import MathVerifier
 from verifiers.types import InvalidReference, Status
 
 V = MathVerifier()

@@ -62,7 +62,7 @@ def test_deep_openrlhf_labels_are_refused_and_service_goes_on(server: LiveServer
 def test_an_unpicklable_job_is_answered_with_an_error_and_the_pool_keeps_serving() -> None:
     """Library use has no edge to refuse the input: the pool itself must not re-queue a job it can never send."""
     async def main() -> list:
-        pool = WorkerPool(1, ["verifiers.math.verifier"])
+        pool = WorkerPool(1, ["verifiers.kinds.math.verifier"])
         await pool.start()
         try:
             bad, good = await asyncio.gather(
@@ -159,7 +159,7 @@ def test_every_error_body_names_its_request(tmp_path) -> None:
 def test_functions_of_astronomical_arguments_are_refused_by_the_cost_guard(answer: str) -> None:
     """The size guard once judged these cheap (the value is small) while sympy needed minutes of precision: they
     held workers for whole deadlines and delayed other clients' items."""
-    from verifiers.math.verifier import MathVerifier
+    from verifiers.kinds.math.verifier import MathVerifier
 
     verifier = MathVerifier()
     verdict = verifier.check(f"The answer is $\\boxed{{{answer}}}$", "1", verifier.parse_options({}))

@@ -18,9 +18,9 @@ __all__ = ["BUILTIN_MODULES", "Registry", "UnknownVerifier", "build_registry", "
 BUILTIN_MODULES: tuple[str, ...] = (
     "verifiers.kinds.judges",
     "verifiers.kinds.basic",
-    "verifiers.math.verifier",
-    "verifiers.math.math_verify_verifier",
-    "verifiers.consensus",
+    "verifiers.kinds.math.verifier",
+    "verifiers.kinds.math.math_verify_verifier",
+    "verifiers.kinds.consensus",
     "verifiers.kinds.ifeval",
     "verifiers.kinds.code",
     "verifiers.kinds.reward_models",

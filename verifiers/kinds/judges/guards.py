@@ -8,7 +8,7 @@ import unicodedata
 import zlib
 from dataclasses import dataclass, field
 
-from verifiers.math.extract import answer_like, boxed_contents, final_statements
+from verifiers.kinds.math.extract import answer_like, boxed_contents, final_statements
 
 # Phrases that carry no answer; a response made only of them (plus punctuation/markup) is a judge-hacking attempt.
 # Case-insensitive, matched as whole phrases. Kept general: openers, section headers, and the "master keys" of

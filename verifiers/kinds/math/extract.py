@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from verifiers.math.normalize import PLAIN_FUNCS, canonical, is_prose, lone_number, split_top_level, unwrap
-from verifiers.math.numeric import parse_number
-from verifiers.math.spans import Span, display_spans, escape_currency, inline_first, inline_spans, math_spans
+from verifiers.kinds.math.normalize import PLAIN_FUNCS, canonical, is_prose, lone_number, split_top_level, unwrap
+from verifiers.kinds.math.numeric import parse_number
+from verifiers.kinds.math.spans import Span, display_spans, escape_currency, inline_first, inline_spans, math_spans
 
 _BOX = re.compile(r"\\(?:boxed|fbox|framebox)\s*(?:\[[^\]]*\])?\s*")
 _THINK_END = "</think>"

@@ -12,9 +12,9 @@ from pydantic import Field
 from sympy.matrices.matrixbase import MatrixBase
 
 from verifiers.base import BaseOptions, Verifier
-from verifiers.math.extract import clip_tail, extract, reference_answer, split_alternatives
-from verifiers.math.guards import TooLarge, check_size, hacking_reason
-from verifiers.math.normalize import (
+from verifiers.kinds.math.extract import clip_tail, extract, reference_answer, split_alternatives
+from verifiers.kinds.math.guards import TooLarge, check_size, hacking_reason
+from verifiers.kinds.math.normalize import (
     canonical,
     declares_only,
     equation_sides,
@@ -30,9 +30,9 @@ from verifiers.math.normalize import (
     unwrap,
     well_formed,
 )
-from verifiers.math.numeric import Number, numbers_equal, parse_number
-from verifiers.math.shape import compound_shape
-from verifiers.math.symbolic import ParseError, equivalent, is_multi_valued, parse_latex
+from verifiers.kinds.math.numeric import Number, numbers_equal, parse_number
+from verifiers.kinds.math.shape import compound_shape
+from verifiers.kinds.math.symbolic import ParseError, equivalent, is_multi_valued, parse_latex
 from verifiers.types import InvalidReference, Verdict
 
 

@@ -15,9 +15,9 @@ from typing import Any
 import sympy
 from sympy.matrices.matrixbase import MatrixBase
 
-from verifiers.math.extract import clip_tail, extract, split_alternatives
-from verifiers.math.guards import check_size, hacking_reason
-from verifiers.math.normalize import (
+from verifiers.kinds.math.extract import clip_tail, extract, split_alternatives
+from verifiers.kinds.math.guards import check_size, hacking_reason
+from verifiers.kinds.math.normalize import (
     canonical,
     equation_sides,
     lone_number,
@@ -27,10 +27,10 @@ from verifiers.math.normalize import (
     text_content,
     unwrap,
 )
-from verifiers.math.numeric import parse_number
-from verifiers.math.shape import compound_shape
-from verifiers.math.symbolic import parse_latex
-from verifiers.math.verifier import spellings_agree
+from verifiers.kinds.math.numeric import parse_number
+from verifiers.kinds.math.shape import compound_shape
+from verifiers.kinds.math.symbolic import parse_latex
+from verifiers.kinds.math.verifier import spellings_agree
 
 NUMBER, TEXT, EXPR, SET = "number", "text", "expr", "set"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from verifiers.math.numeric import parse_number
+from verifiers.kinds.math.numeric import parse_number
 
 _LEFT_RIGHT = re.compile(r"\\(?:left|right)\s*(?=[()\[\]])")
 _ATOM = r"(?:\d+(?:\.\d+)?|\\pi|\\infty|\\sqrt\s*\{[0-9a-z+\-*/^ ]+\}|\\sqrt\s*\d|[a-z](?![a-zA-Z]))"

@@ -25,8 +25,8 @@ from sympy.core.function import AppliedUndef
 from sympy.matrices.expressions.matexpr import MatrixExpr
 from sympy.matrices.matrixbase import MatrixBase
 
-from verifiers.math.fastparse import fast_parse
-from verifiers.math.guards import (
+from verifiers.kinds.math.fastparse import fast_parse
+from verifiers.kinds.math.guards import (
     MAX_EXACT_DIGITS,
     MAX_MATRIX_ENTRIES,
     MAX_MATRIX_POWER,
@@ -36,7 +36,7 @@ from verifiers.math.guards import (
     check_evaluable,
     check_size,
 )
-from verifiers.math.normalize import is_prose, plain_to_latex, strip_decorations
+from verifiers.kinds.math.normalize import is_prose, plain_to_latex, strip_decorations
 
 _PREC = 60
 _EXACT_TOL = sympy.Float("1e-40", _PREC)

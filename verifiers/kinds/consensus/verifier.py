@@ -16,10 +16,10 @@ from typing import Any, cast
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from verifiers.base import Prepared, Verifier, VerifierLookup
-from verifiers.consensus.clusters import Buckets, Tally, numeric_merges, symbolic_pairs, tally
-from verifiers.consensus.reading import SET, Unreadable, Vote, read_vote
 from verifiers.context import Context
-from verifiers.math.verifier import MathOptions, MathVerifier
+from verifiers.kinds.consensus.clusters import Buckets, Tally, numeric_merges, symbolic_pairs, tally
+from verifiers.kinds.consensus.reading import SET, Unreadable, Vote, read_vote
+from verifiers.kinds.math.verifier import MathOptions, MathVerifier
 from verifiers.types import Status, UnknownVerifier, Verdict, VerifyItem
 
 

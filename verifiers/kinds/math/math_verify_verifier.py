@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import Field
 
 from verifiers.base import BaseOptions, Verifier
-from verifiers.math.verifier import reference_texts
+from verifiers.kinds.math.verifier import reference_texts
 from verifiers.types import InvalidReference, Verdict
 
 _DETAIL_CHARS = 300

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
-from verifiers.math.normalize import strip_decorations
+from verifiers.kinds.math.normalize import strip_decorations
 
 # Exponents beyond this are left to the guarded symbolic path (10^400 has 400 digits; fine; 10^10^10 is not).
 MAX_EXPONENT = 400

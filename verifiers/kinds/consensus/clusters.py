@@ -17,9 +17,9 @@ import math
 import re
 from dataclasses import dataclass
 
-from verifiers.consensus.reading import EXPR, NUMBER, SET, TEXT, Vote
-from verifiers.math.normalize import canonical, equation_sides
-from verifiers.math.numeric import numbers_equal, parse_number
+from verifiers.kinds.consensus.reading import EXPR, NUMBER, SET, TEXT, Vote
+from verifiers.kinds.math.normalize import canonical, equation_sides
+from verifiers.kinds.math.numeric import numbers_equal, parse_number
 
 
 @dataclass
