@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -16,6 +17,21 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
+
+
+def chromium_dom(url: str, profile: Path, *flags: str, what: str = "the page", timeout: float = 120) -> str:
+    """The DOM of ``url`` after its scripts ran, from headless chromium in a fresh profile (``profile``: no cached
+    bundle); ``flags`` add to chromium's own. Skips where chromium is absent (scripts/setup.sh installs it)."""
+    if CHROMIUM is None:
+        pytest.skip(f"chromium is not installed (scripts/setup.sh installs it): cannot render {what}")
+    proc = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", f"--user-data-dir={profile}", *flags, "--dump-dom", url],
+        capture_output=True, text=True, timeout=timeout,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
 TEST_PLUGINS = "tests.plugins.testing_verifiers"
 
 

@@ -5,14 +5,13 @@ import asyncio
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, run_server
+from tests.conftest import ROOT, chromium_dom, run_server
 from verifiers.audit import AuditInputError, labelled_audit, probe_audit
 from verifiers.audit.attacks import FAMILIES, Target, entry_point, gold_text, wrong_answers
 from verifiers.audit.probes import generate
@@ -21,7 +20,6 @@ from verifiers.engine import Engine
 from verifiers.engine.registry import build_registry
 
 PLUGINS = ["tests.plugins.noisy_verifiers", "tests.plugins.testing_verifiers"]
-CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
 
 LABELLED = [
     {"response": "Paris", "reference": "paris", "label": True, "id": "tp"},
@@ -144,16 +142,7 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
 
 
 def _dump_dom(html: Path, tmp_path: Path) -> str:
-    if CHROMIUM is None:
-        pytest.skip("chromium is not installed (scripts/setup.sh installs it): cannot render the report")
-    proc = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", f"--user-data-dir={tmp_path / 'chromium-profile'}",
-         "--dump-dom", html.resolve().as_uri()],
-        capture_output=True, text=True, timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return proc.stdout
+    return chromium_dom(html.resolve().as_uri(), tmp_path / "chromium-profile", what="the report")
 
 
 def test_cli_writes_reports_that_render_in_chromium(tmp_path: Path) -> None:

@@ -2,34 +2,19 @@
 unreachable, so the pages must render the service's OpenAPI 3.1 schema from assets the service serves itself."""
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
-import pytest
+from tests.conftest import LiveServer, chromium_dom
 
-from tests.conftest import LiveServer
-
-CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
 # Operations a reader of the API page must find (paths of the schema; the full list is the schema's).
 OPERATIONS = ("/v1/verify", "/v1/verifiers", "/v1/prm/score", "/v1/sandbox/run", "/healthz")
 
 
 def rendered(url: str, profile: Path) -> str:
-    """The DOM after the page's scripts ran, in a fresh profile (no cached bundle), with no network but 127.0.0.1."""
-    if CHROMIUM is None:
-        pytest.skip("chromium is not installed (scripts/setup.sh installs it): cannot render the API pages")
-    proc = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", f"--user-data-dir={profile}",
-         "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1", "--virtual-time-budget=20000",
-         "--dump-dom", url],
-        capture_output=True, text=True, timeout=180,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return proc.stdout
+    """The DOM after the page's scripts ran, with no network but 127.0.0.1."""
+    return chromium_dom(url, profile, "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+                        "--virtual-time-budget=20000", what="the API pages", timeout=180)
 
 
 def test_swagger_ui_lists_the_operations(server: LiveServer, tmp_path: Path) -> None:
