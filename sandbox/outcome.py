@@ -19,21 +19,23 @@ _OOM = re.compile(
 )
 
 
-def as_sent(data: bytes, budget: int) -> tuple[str, bool]:
-    """A program's bytes as the text an answer carries, cut so that its JSON holds at most ``budget`` bytes; and
-    whether it was cut. Counted as sent, not as read: a NUL is six bytes in JSON (``\\u0000``) and an invalid byte
-    three (U+FFFD), so a budget of bytes read let one run answer with six times its output budget."""
+def as_sent(data: bytes, budget: int) -> tuple[str, int, bool]:
+    """A program's bytes as the text an answer carries, cut so that its JSON holds at most ``budget`` bytes; that
+    size; and whether it was cut. Counted as sent, not as read: a NUL is six bytes in JSON (``\\u0000``) and an
+    invalid byte three (U+FFFD), so a budget of bytes read let one run answer with six times its output budget."""
     text = data.decode("utf-8", "replace")
-    if sent_size(text) <= budget:
-        return text, False
-    keep, over = 0, len(text)  # the longest prefix that fits: keep fits, over does not
+    size = sent_size(text)
+    if size <= budget:
+        return text, size, False
+    keep, kept, over = 0, 0, len(text)  # the longest prefix that fits: keep fits (kept bytes), over does not
     while over - keep > 1:
         mid = (keep + over) // 2
-        if sent_size(text[:mid]) <= budget:
-            keep = mid
+        size = sent_size(text[:mid])
+        if size <= budget:
+            keep, kept = mid, size
         else:
             over = mid
-    return text[:keep], True
+    return text[:keep], kept, True
 
 
 def sent_size(text: str) -> int:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Final, TypedDict
 
 from sandbox.api import RunResult
-from sandbox.outcome import as_sent, sent_size
+from sandbox.outcome import as_sent
 
 
 class FrameKind(bytes, enum.Enum):
@@ -81,7 +81,7 @@ class Frames:
         if self.file_bytes >= budget:
             self.over_budget = True
             return
-        text, cut = as_sent(data[2 + size:], budget - self.file_bytes)
+        text, sent, cut = as_sent(data[2 + size:], budget - self.file_bytes)
         self.over_budget = self.over_budget or cut
-        self.file_bytes += sent_size(text)
+        self.file_bytes += sent
         self.files[data[2:2 + size].decode(errors="replace")] = text

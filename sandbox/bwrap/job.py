@@ -214,8 +214,8 @@ def _classified(rep: Report, stdout: bytes, stderr: bytes, truncated: bool, wall
                 timed_out: bool, oom_killed: bool, cgroup_mb: int) -> RunResult:
     """What the supervisor saw of one program process, named (``sandbox.outcome.classify``); each stream within
     the output budget as the answer sends it."""
-    out, out_cut = as_sent(stdout, limits.output_bytes)
-    err, err_cut = as_sent(stderr, limits.output_bytes)
+    out, _, out_cut = as_sent(stdout, limits.output_bytes)
+    err, _, err_cut = as_sent(stderr, limits.output_bytes)
     truncated = truncated or out_cut or err_cut
     observed = Observed(
         exit_code=rep.get("exit_code"), signal=rep.get("signal"),
