@@ -5,6 +5,7 @@ Kept free of any backend so verifiers can code against it (the code verifier rea
 """
 from __future__ import annotations
 
+import abc
 import asyncio
 import enum
 from dataclasses import dataclass, field, replace
@@ -72,18 +73,18 @@ def one_run_per_case(request: RunRequest, stdins: list[str]) -> list[RunRequest]
     return [replace(request, stdin=stdin) for stdin in stdins]
 
 
-class Backend:
+class Backend(abc.ABC):
     """What every backend offers the service and the verifiers. ``run`` and ``languages`` are each backend's own; the
     rest have defaults (one run per case, no warm-up, always ready, nothing more to say) that a backend overrides
     when it has more, so callers use them all without probing for them."""
 
     name = "backend"
 
-    async def run(self, request: RunRequest) -> RunResult:
-        raise NotImplementedError
+    @abc.abstractmethod
+    async def run(self, request: RunRequest) -> RunResult: ...
 
-    def languages(self) -> dict[str, bool]:  # language -> available on this host
-        raise NotImplementedError
+    @abc.abstractmethod
+    def languages(self) -> dict[str, bool]: ...  # language -> available on this host
 
     async def run_many(self, requests: list[RunRequest]) -> list[RunResult]:
         """All at once; each result as if run alone."""
@@ -119,6 +120,8 @@ class Backend:
 
     async def start(self) -> None:
         """Start what runs ahead of the first request (a warm pool); the service calls it once, at start-up."""
+        return None
 
     async def close(self) -> None:
         """Release everything the backend holds; no run is served after it."""
+        return None
