@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import SHARED_DATA
-from reward_service.runtime import Runtime
+from reward_service.resources.runtime import Runtime
 from reward_service.settings import Settings
 from verifiers.audit.attacks import TEXT_FAMILIES
 from verifiers.audit.probes import generate, probe_audit

@@ -47,7 +47,7 @@ async def timed(job: Job, scorer) -> tuple[float, Tally]:
 
 
 async def embedded(job: Job, workers: int) -> tuple[float, Tally]:
-    from reward_service.runtime import Runtime
+    from reward_service.resources.runtime import Runtime
     from reward_service.settings import Settings
 
     async with Runtime.open(Settings(workers=workers, log_level="WARNING")) as runtime:

@@ -24,7 +24,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from reward_service.runtime import Runtime  # noqa: E402
+from reward_service.resources.runtime import Runtime  # noqa: E402
 from reward_service.settings import Settings  # noqa: E402
 from verifiers.audit import probe_audit, write_report  # noqa: E402
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from reward_service.errors import ApiError
 
 if TYPE_CHECKING:
-    from reward_service.runtime import Runtime
+    from reward_service.resources.runtime import Runtime
 
 
 class Overloaded(Exception):

@@ -13,7 +13,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from reward_service.admission import AdmissionGate
-from reward_service.services import Services
+from reward_service.resources.services import Services
 from reward_service.settings import Settings
 
 

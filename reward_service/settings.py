@@ -6,8 +6,8 @@ optional YAML/TOML file (``max_batch_items: 7``), then ``REWARD_SERVICE_*`` envi
 (``REWARD_SERVICE_MAX_BATCH_ITEMS``, ``REWARD_SERVICE_SANDBOX_CAPS__WALL_S``), then explicit overrides (CLI flags,
 ``Settings(workers=1)``). A flat name is its block's ``prefix`` + the field name, or the field's alias; ``FLAT_NAMES``
 holds the map and ``regroup`` applies it. A file may also give a block as a mapping (``limits: {max_batch_items: 7}``);
-a flat name wins over the same field inside its block. Reading ``settings.max_batch_items`` still works (for callers
-written before the blocks), typed as ``Any``: new code reads the block.
+a flat name wins over the same field inside its block. Code reads a setting through its typed block
+(``settings.limits.max_batch_items``), never by flat name.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, create_model, mode
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from reward_service.sandbox_models import SandboxLimits, default_caps
+from reward_service.schemas.sandbox import SandboxLimits, default_caps
 from verifiers.kinds.judges.config import BackendConfig as JudgeBackendConfig
 from verifiers.kinds.reward_models.spec import ModelSpec
 
@@ -279,13 +279,6 @@ class Settings(BaseSettings):
     @classmethod
     def _regroup(cls, data: Any) -> Any:
         return regroup(data) if isinstance(data, dict) else data
-
-    def __getattr__(self, name: str) -> Any:
-        """A flat name read as before the blocks (``settings.max_batch_items``); new code reads the block."""
-        where = FLAT_NAMES.get(name)
-        if where is None:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        return getattr(getattr(self, where[0]), where[1])
 
     def effective_workers(self) -> int:
         return self.execution.workers or os.cpu_count() or 1

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from reward_service.group_stats import group_stats
+from reward_service.routes.verify import group_stats
 from tests.conftest import LiveServer, run_server
 from verifiers.kinds.shaping import (
     FormatVerifier,

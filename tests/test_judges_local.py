@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from reward_service.judge_resources import build_judges  # noqa: E402
+from reward_service.resources.judges import build_judges  # noqa: E402
 from reward_service.settings import Settings  # noqa: E402
 from verifiers.engine import Engine  # noqa: E402
 from verifiers.engine.registry import load_modules  # noqa: E402

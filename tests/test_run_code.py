@@ -344,7 +344,7 @@ def test_compile_over_budget_is_compile_time_limit_exceeded(verl_sf: ModuleType,
 def test_compile_timeout_becomes_the_runs_compile_budget() -> None:
     """RunCodeRequest maps compile_timeout onto Limits.compile_s, which the sandbox enforces per run
     (tests/test_sandbox_backend.py: a heavy-template compile over a 1 s compile_s is a compile_error)."""
-    from reward_service.sandboxfusion import RunCodeRequest
+    from reward_service.schemas.sandboxfusion import RunCodeRequest
     from sandbox.api import Limits
 
     body = RunCodeRequest(code="int main(){}", language="cpp", compile_timeout=0.5, run_timeout=3)

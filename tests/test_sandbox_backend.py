@@ -154,7 +154,7 @@ def test_many_runs_in_parallel_are_all_correct(sb: Runner) -> None:
 
 
 def test_unknown_and_unavailable_backends_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
-    from reward_service.sandbox_resource import backend_config
+    from reward_service.resources.sandbox import backend_config
     from reward_service.settings import load_settings
 
     backend = build_backend(DisabledConfig())
@@ -194,7 +194,7 @@ def test_every_sandbox_setting_the_backend_knows_reaches_its_typed_config(monkey
     a setting the config has but the service forgot to pass would silently keep the config's default."""
     from dataclasses import fields
 
-    from reward_service.sandbox_resource import backend_config
+    from reward_service.resources.sandbox import backend_config
     from reward_service.settings import load_settings
     from sandbox.docker_backend import DockerConfig
 

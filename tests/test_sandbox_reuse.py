@@ -256,7 +256,7 @@ def test_a_sandbox_serves_at_most_reuse_runs_runs() -> None:
 
 def test_the_reuse_runs_setting_reaches_the_backend(monkeypatch: pytest.MonkeyPatch) -> None:
     """REWARD_SERVICE_SANDBOX_REUSE_RUNS=1 (through the service's settings) gives every run a fresh sandbox."""
-    from reward_service.sandbox_resource import backend_config
+    from reward_service.resources.sandbox import backend_config
     from reward_service.settings import load_settings
     from sandbox.factory import build_backend
 

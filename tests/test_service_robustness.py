@@ -294,7 +294,7 @@ def test_an_endless_header_is_refused_with_431_and_the_server_goes_on(server: Li
     import socket
     from urllib.parse import urlparse
 
-    from reward_service.http_protocol import MAX_HEAD_BYTES
+    from reward_service.middleware import MAX_HEAD_BYTES
 
     url = urlparse(server.url)
     with socket.create_connection((url.hostname, url.port), timeout=30) as s:

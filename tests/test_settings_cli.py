@@ -16,7 +16,7 @@ from tests.conftest import ROOT
 
 def test_defaults_are_safe() -> None:
     s = Settings()
-    assert s.host == "127.0.0.1" and s.auth_token is None and s.port == 8000
+    assert s.server.host == "127.0.0.1" and s.auth.token is None and s.server.port == 8000
 
 
 @pytest.mark.parametrize("suffix, text", [
@@ -28,13 +28,13 @@ def test_config_file_then_environment_then_flags(tmp_path: Path, monkeypatch: py
     path = tmp_path / f"settings{suffix}"
     path.write_text(text)
     s = load_settings(path)
-    assert (s.port, s.item_timeout_s, s.max_batch_items) == (9100, 3.5, 7)
+    assert (s.server.port, s.execution.item_timeout_s, s.limits.max_batch_items) == (9100, 3.5, 7)
     monkeypatch.setenv("REWARD_SERVICE_MAX_BATCH_ITEMS", "11")
     s = load_settings(path)
-    assert s.max_batch_items == 11 and s.port == 9100  # environment beats the file
-    assert load_settings(path, port=9200).port == 9200  # a CLI flag beats both
+    assert s.limits.max_batch_items == 11 and s.server.port == 9100  # environment beats the file
+    assert load_settings(path, port=9200).server.port == 9200  # a CLI flag beats both
     monkeypatch.setenv("REWARD_SERVICE_CONFIG", str(path))
-    assert load_settings().port == 9100  # the file can also come from the environment
+    assert load_settings().server.port == 9100  # the file can also come from the environment
 
 
 def test_unknown_setting_in_file_is_refused(tmp_path: Path) -> None:
@@ -47,7 +47,7 @@ def test_unknown_setting_in_file_is_refused(tmp_path: Path) -> None:
 def test_secret_is_not_shown_in_repr(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REWARD_SERVICE_AUTH_TOKEN", "hunter2-token")
     s = load_settings()
-    assert s.auth_token is not None and s.auth_token.get_secret_value() == "hunter2-token"
+    assert s.auth.token is not None and s.auth.token.get_secret_value() == "hunter2-token"
     assert "hunter2-token" not in repr(s) and "hunter2-token" not in str(s.model_dump())
 
 

@@ -40,7 +40,7 @@ from reward_service.batch.rows import (
 )
 
 if TYPE_CHECKING:
-    from reward_service.runtime import Runtime
+    from reward_service.resources.runtime import Runtime
 
 
 class Exit(IntEnum):
@@ -251,7 +251,7 @@ async def settle(runtime: Runtime, limit_s: float = 60.0) -> None:
 
 async def _embedded(job: Job, config: str | None, workers: int | None, run: Callable[..., Awaitable[None]]) -> None:
     from reward_service.batch.scorers import EmbeddedScorer
-    from reward_service.runtime import Runtime
+    from reward_service.resources.runtime import Runtime
     from reward_service.settings import load_settings
 
     settings = load_settings(config, workers=workers)

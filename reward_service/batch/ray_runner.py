@@ -41,7 +41,7 @@ class ChunkScorer:
 
     def __init__(self, spec: dict[str, Any], config: str | None, workers: int | None) -> None:
         from reward_service.batch.scorers import EmbeddedScorer
-        from reward_service.runtime import Runtime
+        from reward_service.resources.runtime import Runtime
         from reward_service.settings import load_settings
 
         self.spec = RowSpec(**spec)

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from reward_service.auth import require_token
 from reward_service.deps import AdmissionDep, SettingsDep
 from reward_service.errors import ApiError
 from verifiers.audit import AuditInputError, labelled_audit, probe_audit
@@ -20,7 +19,7 @@ from verifiers.audit.probes import generate, parse_references
 from verifiers.audit.report import render_html
 from verifiers.calibration.apply import RESOURCE
 
-router = APIRouter(tags=["audit"], dependencies=[Depends(require_token)])
+router = APIRouter(tags=["audit"])
 
 
 class AuditRequest(BaseModel):

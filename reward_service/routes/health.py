@@ -3,10 +3,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 
-from reward_service.auth import require_token
 from reward_service.deps import ServicesDep
 from reward_service.errors import ApiError
 
@@ -42,7 +41,7 @@ async def metrics(services: ServicesDep) -> Response:
     return Response(services.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
 
-@router.get("/v1/verifiers", tags=["verify"], dependencies=[Depends(require_token)])
+@router.get("/v1/verifiers", tags=["verify"])
 async def list_verifiers(services: ServicesDep) -> dict[str, Any]:
     runtime = services.runtime
     if runtime is None:  # the lifespan opens the runtime before the server accepts connections

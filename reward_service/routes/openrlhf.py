@@ -7,16 +7,15 @@ only, so a null verdict becomes ``openrlhf_null_reward`` there; what really happ
 """
 from __future__ import annotations
 
-import hmac
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
 from reward_service.deps import AdmissionDep, SettingsDep
 from reward_service.errors import ApiError
 from reward_service.routes.verify import check_limits, prepare_items, run_admitted, starting_engine
-from reward_service.schemas import VerifyItemIn, VerifyRequest
+from reward_service.schemas.verify import VerifyItemIn, VerifyRequest
 from verifiers.types import Status, Verdict
 
 router = APIRouter(tags=["trainers"])
@@ -35,19 +34,6 @@ class OpenRLHFResponse(BaseModel):
     rewards: list[float]
     scores: list[float]
     extra_logs: dict[str, list[float]]
-
-
-def authorize(request: Request, settings: SettingsDep) -> None:
-    """OpenRLHF cannot send headers, so the token may also come as ``?token=`` in the configured URL."""
-    token = settings.auth.token
-    if token is None:
-        return
-    scheme, _, given = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer":
-        given = request.query_params.get("token", "")
-    if not hmac.compare_digest(given.strip().encode(), token.get_secret_value().encode()):
-        raise ApiError(401, "missing or invalid token (Authorization: Bearer, or ?token= in the URL)",
-                       headers={"WWW-Authenticate": "Bearer"})
 
 
 def split_response(query: str, prompt: str | None, suffixes: list[str]) -> tuple[str, bool]:
@@ -86,9 +72,8 @@ def extra_logs(verdicts: list[Verdict], found: list[bool]) -> dict[str, list[flo
 
 @router.post("/openrlhf/reward", response_model=OpenRLHFResponse)
 async def openrlhf_reward(
-    body: OpenRLHFRequest, request: Request, settings: SettingsDep, gate: AdmissionDep
+    body: OpenRLHFRequest, settings: SettingsDep, gate: AdmissionDep
 ) -> OpenRLHFResponse:
-    authorize(request, settings)  # after the body is read, as before: TokenGate already refused a missing token
     n = len(body.query)
     for name in ("prompts", "labels"):
         values = getattr(body, name)

@@ -8,20 +8,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from reward_service.auth import require_token
 from reward_service.deps import AdmissionDep, SettingsDep
 from reward_service.errors import ApiError
-from reward_service.runtime import Runtime
+from reward_service.resources.runtime import Runtime
 from reward_service.settings import Settings
 from verifiers.kinds.reward_models.aggregate import Aggregation
 from verifiers.kinds.reward_models.hub import UnknownModel
 from verifiers.kinds.reward_models.steps import SplitRule
 from verifiers.types import Status, Verdict, VerifyItem
 
-router = APIRouter(tags=["reward models"], dependencies=[Depends(require_token)])
+router = APIRouter(tags=["reward models"])
 
 
 class PrmItem(BaseModel):
@@ -70,14 +69,14 @@ class PrmResponse(BaseModel):
 def _check(s: Settings, body: PrmRequest) -> None:
     if not body.items:
         raise ApiError(422, "items must hold at least one item", loc=["items"])
-    if len(body.items) > s.max_batch_items:
-        raise ApiError(413, f"batch of {len(body.items)} items exceeds the limit of {s.max_batch_items}; split it",
+    if len(body.items) > s.limits.max_batch_items:
+        raise ApiError(413, f"batch of {len(body.items)} items exceeds the limit of {s.limits.max_batch_items}; split it",
                        loc=["items"])
     for i, item in enumerate(body.items):
         size = len(item.response) if item.response is not None else sum(map(len, item.steps or []))
-        if size + len(item.prompt) > s.max_response_chars:
+        if size + len(item.prompt) > s.limits.max_response_chars:
             raise ApiError(413, f"items[{i}] has {size + len(item.prompt)} characters, over the limit of "
-                           f"{s.max_response_chars}", loc=["items", i])
+                           f"{s.limits.max_response_chars}", loc=["items", i])
 
 
 def _check_model(runtime: Runtime, name: str) -> None:

@@ -6,13 +6,12 @@ import json
 from collections.abc import Awaitable
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 
 from reward_service.admission import AdmissionGate
-from reward_service.auth import require_token
 from reward_service.deps import AdmissionDep, SettingsDep
 from reward_service.errors import ApiError
-from reward_service.sandbox_models import LanguageOut, RunBatchIn, RunBatchOut, RunIn, RunOut
+from reward_service.schemas.sandbox import LanguageOut, RunBatchIn, RunBatchOut, RunIn, RunOut
 from reward_service.settings import SandboxSettings
 from sandbox.api import Backend, Limits, RunRequest, RunResult, RunStatus
 from sandbox.fairslots import run_source
@@ -20,7 +19,7 @@ from sandbox.languages import canonical_name, source_file
 from sandbox.limits import over_caps
 from sandbox.paths import collect_problem, files_problem, path_problem
 
-router = APIRouter(tags=["sandbox"], dependencies=[Depends(require_token)])
+router = APIRouter(tags=["sandbox"])
 
 
 def _backend(gate: AdmissionGate) -> Backend:

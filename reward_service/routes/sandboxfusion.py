@@ -12,20 +12,19 @@ import binascii
 import logging
 import os
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 
 from reward_service.deps import AdmissionDep, SettingsDep
 from reward_service.errors import ApiError
-from reward_service.routes.openrlhf import authorize
 from reward_service.routes.sandbox import admitted_run, safe_relative
-from reward_service.sandboxfusion import NO_MEMORY_LIMIT, RunCodeRequest, RunCodeResponse, to_response
+from reward_service.schemas.sandboxfusion import NO_MEMORY_LIMIT, RunCodeRequest, RunCodeResponse, to_response
 from reward_service.settings import Settings
 from sandbox.api import Backend, Limits, RunRequest
 from sandbox.languages import LANGUAGES, source_file
 from sandbox.paths import collect_problem, files_problem
 
 log = logging.getLogger(__name__)
-router = APIRouter(tags=["sandboxfusion"], dependencies=[Depends(authorize)])
+router = APIRouter(tags=["sandboxfusion"])
 
 
 def _pod() -> str | None:

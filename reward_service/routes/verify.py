@@ -1,24 +1,54 @@
 """POST /v1/verify: one request schema and one verdict schema for every verifier."""
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from pydantic import ValidationError
 
 from reward_service.admission import AdmissionGate
-from reward_service.auth import require_token
 from reward_service.deps import AdmissionDep, SettingsDep
 from reward_service.errors import ApiError
-from reward_service.group_stats import group_stats
-from reward_service.item_limits import json_chars, number_problem, surrogate_path
-from reward_service.schemas import VerifyItemIn, VerifyRequest, VerifyResponse, VerifyResult
+from reward_service.schemas.item_limits import json_chars, number_problem, surrogate_path
+from reward_service.schemas.verify import VerifyItemIn, VerifyRequest, VerifyResponse, VerifyResult
 from reward_service.settings import LimitsSettings
 from verifiers.engine import Engine, Prepared
 from verifiers.engine.registry import UnknownVerifier
 from verifiers.types import Verdict, VerifyItem
 
-router = APIRouter(tags=["verify"], dependencies=[Depends(require_token)])
+router = APIRouter(tags=["verify"])
+
+
+def group_stats(groups: Sequence[str | None], scores: Sequence[float | None]) -> dict[str, dict[str, Any]]:
+    """Per-group statistics of a batch (a GRPO group = the rollouts of one prompt), so a trainer can drop groups with
+    no signal (DAPO dynamic sampling) without recomputing them: mean and population std over the non-null scores;
+    ``all_equal`` is true when every item of the group has a score and they are all the same (a group with a null is
+    never reported as signal-free)."""
+    members: dict[str, list[float | None]] = {}
+    for gid, score in zip(groups, scores):
+        if gid is not None:
+            members.setdefault(gid, []).append(score)
+    out: dict[str, dict[str, Any]] = {}
+    for gid, values in members.items():
+        mean: float | None
+        std: float | None
+        present = [v for v in values if v is not None]
+        nulls = len(values) - len(present)
+        if present:
+            mean = math.fsum(present) / len(present)
+            std = math.sqrt(math.fsum((v - mean) ** 2 for v in present) / len(present))
+        else:
+            mean = std = None
+        out[gid] = {
+            "count": len(values),
+            "null_count": nulls,
+            "mean": mean,
+            "std": std,
+            "all_equal": bool(present) and nulls == 0 and max(present) == min(present),
+        }
+    return out
 
 
 MAX_NESTING = 64  # lists/objects inside a reference or options; deeper is never a real gold answer or option set

@@ -48,16 +48,16 @@ def prm_eval(
     config: str | None = typer.Option(None, "--config", help="YAML or TOML settings file."),
 ) -> None:
     """ProcessBench: per subset, accuracy on erroneous and on correct samples and their harmonic mean (F1)."""
-    from reward_service.runtime import Runtime
+    from reward_service.resources.runtime import Runtime
 
     wanted = [s.strip() for s in subsets.split(",") if s.strip()]
     unknown = [s for s in wanted if not (data_dir / f"processbench_{s}.json").is_file()]
     if unknown:
         raise typer.BadParameter(f"no data for {unknown} in {data_dir}", param_hint="--subsets")
     settings = load_settings(config, workers=1)
-    if model not in [m.name for m in settings.reward_models]:
+    if model not in [m.name for m in settings.models.specs]:
         raise typer.BadParameter(
-            f"{model!r} is not configured; configured: {[m.name for m in settings.reward_models]}", param_hint="--model"
+            f"{model!r} is not configured; configured: {[m.name for m in settings.models.specs]}", param_hint="--model"
         )
 
     async def run() -> list[dict[str, Any]]:

@@ -11,10 +11,10 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 from dataclasses import dataclass, field
 from typing import Any
 
-from reward_service.calibration_resource import open_calibration
-from reward_service.judge_resources import open_judges
-from reward_service.reward_models import open_reward_models
-from reward_service.sandbox_resource import open_sandbox
+from reward_service.resources.calibration import open_calibration
+from reward_service.resources.judges import open_judges
+from reward_service.resources.reward_models import open_reward_models
+from reward_service.resources.sandbox import open_sandbox
 from reward_service.settings import Settings
 from verifiers.engine import Engine, ResultHook
 from verifiers.engine.pool import WorkerPool

@@ -162,7 +162,7 @@ def pairs_table(tally: DiffTally) -> Table:
 
 def run(job: DiffJob, config: str | None, workers: int | None) -> None:
     from reward_service.batch.scorers import EmbeddedScorer
-    from reward_service.runtime import Runtime
+    from reward_service.resources.runtime import Runtime
 
     settings = load_settings(config, workers=workers)
     versions = check_job(job, settings)

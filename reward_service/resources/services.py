@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 from reward_service.admission import Admission
 from reward_service.metrics import Metrics
-from reward_service.runtime import Runtime
+from reward_service.resources.runtime import Runtime
 from reward_service.settings import Settings
 
 

@@ -12,12 +12,12 @@ from reward_service.settings import Settings
 async def open_reward_models(settings: Settings) -> AsyncIterator[dict[str, Any]]:
     """Yields ``{"models": ModelHub}`` at once; the hub's ``ready`` gates /readyz until every model is warm.
     With no model configured it yields nothing, so torch is never imported."""
-    if not settings.reward_models:
+    if not settings.models.specs:
         yield {}
         return
     from verifiers.kinds.reward_models.hub import ModelHub
 
-    hub = ModelHub(settings.reward_models)
+    hub = ModelHub(settings.models.specs)
     hub.start()
     try:
         yield {"models": hub}

@@ -25,8 +25,8 @@ def serve(
     import uvicorn
 
     from reward_service.app import create_app
-    from reward_service.http_protocol import http_protocol
     from reward_service.logs import configure_logging
+    from reward_service.middleware import http_protocol
 
     settings = load_settings(config, host=host, port=port)
     configure_logging(settings.server.log_level, settings.server.log_json)
@@ -59,7 +59,7 @@ def verify(
     """Check one response in-process and print the verdict as JSON."""
     from pydantic import ValidationError
 
-    from reward_service.runtime import Runtime
+    from reward_service.resources.runtime import Runtime
     from verifiers.engine.registry import UnknownVerifier
     from verifiers.types import VerifyItem
 
@@ -90,12 +90,12 @@ def verify(
     raise typer.Exit(0 if result["status"] in ("ok", "no_answer", "rejected") else 1)
 
 
-from reward_service.prm_eval import prm_eval  # noqa: E402
+from reward_service.cli.prm_eval import prm_eval  # noqa: E402
 
 app.command("prm-eval")(prm_eval)
 
 
-from reward_service.cli_audit import audit_app  # noqa: E402
+from reward_service.cli.audit import audit_app  # noqa: E402
 
 app.add_typer(audit_app, name="audit")
 

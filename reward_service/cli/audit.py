@@ -1,6 +1,6 @@
 """``reward-service audit labelled|probes``: run an audit in-process (same engine as the server) and write
 ``report.json`` and ``report.html`` into a directory; ``audit diff`` compares two verifiers on unlabelled rollouts
-(``reward_service.audit_diff``)."""
+(``reward_service.cli.audit_diff``)."""
 from __future__ import annotations
 
 import asyncio
@@ -19,8 +19,8 @@ audit_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,  # plain he
 
 def _run(kind: str, verifier: str, input_path: Path, out: Path, options: str, config: str | None,
          workers: int, db: str | None, **kwargs: Any) -> None:
-    from reward_service.calibration_resource import policy_from_settings
-    from reward_service.runtime import Runtime
+    from reward_service.resources.calibration import policy_from_settings
+    from reward_service.resources.runtime import Runtime
     from verifiers.audit import AuditInputError, labelled_audit, probe_audit, write_report
     from verifiers.audit.rows import read_jsonl
 
@@ -118,7 +118,7 @@ def diff(
     config: str | None = _CONFIG, workers: int = _WORKERS,
 ) -> None:
     """Run two verifiers over the same rollouts: agreement, counts per verdict pair, and every disagreement."""
-    from reward_service.audit_diff import DiffJob, parse_options, run
+    from reward_service.cli.audit_diff import DiffJob, parse_options, run
 
     job = DiffJob(rollouts, out, (verifier, against),
                   (parse_options(options, "--options"), parse_options(against_options, "--against-options")),
