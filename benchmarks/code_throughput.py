@@ -28,6 +28,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import SHARED_DATA, service
+from verifiers.context import SANDBOX
 
 
 def load(limit: int | None, dataset: str = "all") -> list[dict[str, Any]]:
@@ -124,7 +125,7 @@ def breakdown(rows: list, n: int) -> str:
             return result
 
         backend.run = counted
-        engine = Engine(build_registry(), resources={"sandbox": backend}, max_timeout_s=600)
+        engine = Engine(build_registry(), resources={SANDBOX: backend}, max_timeout_s=600)
         items = [VerifyItem("code", p, r, {"test_timeout_s": 30}) for p, r, _ in rows]
         await engine.verify_many(items[:2])  # warm the page cache
         cpu.clear()

@@ -13,7 +13,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import service
-from tests.fakes.openai_server import FakeOpenAI, serve
+from tests.support.fakes.openai_server import FakeOpenAI, serve
 
 CACHE, CONCURRENCY = "REWARD_SERVICE_JUDGE_CACHE_SIZE", "REWARD_SERVICE_JUDGE_MAX_CONCURRENCY"
 CONFIGS = {

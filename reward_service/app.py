@@ -17,16 +17,16 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from reward_service import __version__
 from reward_service.admission import Admission
+from reward_service.deps import Services
 from reward_service.errors import install_error_handlers
 from reward_service.logs import request_id_var
 from reward_service.metrics import Metrics
 from reward_service.middleware import BodySizeLimit, TokenGate
 from reward_service.resources.runtime import Runtime
-from reward_service.resources.services import Services
 from reward_service.routes import audit, health, openrlhf, prm, sandbox, sandboxfusion, verify
 from reward_service.schemas.item_limits import reject_lone_surrogates
 from reward_service.settings import Settings
-from sandbox.fairslots import run_client, run_source
+from sandbox.api import run_client, run_source
 from verifiers.context import request_source
 from verifiers.types import Verdict
 

@@ -1,4 +1,5 @@
-"""FastAPI dependencies: how a route reaches the app's services, settings and admission control.
+"""The app's long-lived state (``Services``) and the FastAPI dependencies through which a route reaches it: services,
+settings and admission control.
 
 Routes declare what they need as parameters (``services: ServicesDep``, ``settings: SettingsDep``,
 ``gate: AdmissionDep``) instead of reading ``request.app.state`` by hand; a test can swap any of them through
@@ -8,13 +9,26 @@ await: FastAPI runs a plain ``def`` dependency in a worker thread, a hop per req
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
 
-from reward_service.admission import AdmissionGate
-from reward_service.resources.services import Services
+from reward_service.admission import Admission, AdmissionGate
+from reward_service.metrics import Metrics
+from reward_service.resources.runtime import Runtime
 from reward_service.settings import Settings
+
+
+@dataclass
+class Services:
+    """Per-app state, created by ``create_app`` and stored on ``app.state.services``; ``runtime`` is set while the
+    lifespan runs (None before start-up finished and after shutdown began)."""
+
+    settings: Settings
+    metrics: Metrics
+    admission: Admission
+    runtime: Runtime | None = None
 
 
 async def get_services(request: Request) -> Services:

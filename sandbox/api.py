@@ -7,8 +7,16 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextvars
 import enum
+from collections.abc import Hashable
 from dataclasses import dataclass, field, replace
+
+# Whose runs these are, for the backend's fair share of its slots (``sandbox.fairslots``): ``run_source`` names one
+# request (the server sets its request id; the code verifier its item's request), ``run_client`` the client it came
+# from (the server sets the peer's address). Unset, each call is a source of its own.
+run_source: contextvars.ContextVar[Hashable | None] = contextvars.ContextVar("sandbox_run_source", default=None)
+run_client: contextvars.ContextVar[Hashable | None] = contextvars.ContextVar("sandbox_run_client", default=None)
 
 
 class RunStatus(str, enum.Enum):

@@ -2,23 +2,19 @@
 request (an item with hundreds of stdin cases, a batch of thousands of programs) nor many parallel requests of one
 client can hold every slot while another client's single program waits behind them.
 
-A source is any hashable key naming one request; callers name theirs with ``run_source`` (the server uses the request
-id) and the client it belongs to with ``run_client`` (the server uses the peer's address). Turns go to clients in
-order, and a client's turn to its sources in order: a client sending 50 requests at once gets the same share as one
-sending a single request, and its own small request is not stuck behind its own big one. Runs with no source each
-count as a source of their own (``run_many`` makes one per call), and a source with no client as a client of its
-own. Kept free of the server and the verifiers: the sandbox package imports neither.
+A source is any hashable key naming one request; callers name theirs with ``sandbox.api.run_source`` (the server uses
+the request id) and the client it belongs to with ``sandbox.api.run_client`` (the server uses the peer's address). Turns
+go to clients in order, and a client's turn to its sources in order: a client sending 50 requests at once gets the same
+share as one sending a single request, and its own small request is not stuck behind its own big one. Runs with no
+source each count as a source of their own (``run_many`` makes one per call), and a source with no client as a client of
+its own. Kept free of the server and the verifiers: the sandbox package imports neither.
 """
 from __future__ import annotations
 
 import asyncio
-import contextvars
 from collections import deque
 from collections.abc import AsyncIterator, Hashable
 from contextlib import asynccontextmanager
-
-run_source: contextvars.ContextVar[Hashable | None] = contextvars.ContextVar("sandbox_run_source", default=None)
-run_client: contextvars.ContextVar[Hashable | None] = contextvars.ContextVar("sandbox_run_client", default=None)
 
 
 class _Client:

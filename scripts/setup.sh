@@ -25,5 +25,5 @@ fi
 "$PY" -m pip install -q --disable-pip-version-check -e ".[models,docker,ray,parquet,test,trainers,lint]" -e ./clients
 # The trainers extra brings TRL; verl and OpenRLHF cannot install their full dependency sets on CPU (vllm, flash-attn,
 # deepspeed, and transformers pins that clash with ours), so they go in without dependencies: the extra holds what
-# their reward paths import, which is all tests/test_trainer_{verl,openrlhf}.py drive.
+# their reward paths import, which is all tests/clients/test_trainer_{verl,openrlhf}.py drive.
 "$PY" -m pip install -q --disable-pip-version-check --no-deps "verl==0.9.1" "openrlhf==0.11.2"

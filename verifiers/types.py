@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 
 class Status(str, enum.Enum):
@@ -112,12 +112,32 @@ class VerifyItem:
     group: str | None = None
 
 
-class VerifierUnavailable(Exception):
-    """Raised by a verifier when a backend it needs is down; the engine turns it into ``unavailable``."""
+class VerifierError(Exception):
+    """What a verifier raises when it cannot give a score, one subclass per named status. The engine turns it into
+    a verdict in one place (``verifiers.engine.failures.failure_verdict``): the message becomes the reason, ``details``
+    the verdict's details, so none of them can read as a score of 0 and a verifier never builds a failure verdict."""
+
+    status: ClassVar[Status] = Status.ERROR
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.details = details
 
 
-class InvalidReference(Exception):
-    """Raised by a verifier when the reference cannot be used; the engine turns it into ``invalid_reference``."""
+class VerifierFailed(VerifierError):
+    """The check itself failed (a judge's unreadable answers, a reward model's fault): ``error``."""
+
+
+class VerifierUnavailable(VerifierError):
+    """A backend the verifier needs is down or not configured: ``unavailable``."""
+
+    status = Status.UNAVAILABLE
+
+
+class InvalidReference(VerifierError):
+    """The reference cannot be used: ``invalid_reference``."""
+
+    status = Status.INVALID_REFERENCE
 
 
 class UnknownVerifier(KeyError):

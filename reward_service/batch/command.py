@@ -240,11 +240,9 @@ async def settle(runtime: Runtime, limit_s: float = 60.0) -> None:
     as the server waits before /readyz says ready. A run that sends nothing would otherwise close the runtime while
     sandboxes are being spawned, and asyncio (3.11) cannot cancel a subprocess whose pipes are still connecting: its
     clean-up waits forever for pipes the sandbox's child holds, and the command never ended."""
-    def starting(resource: Any) -> bool:  # not ready and no reason given: still on its way (a reason: it failed)
-        return getattr(resource, "ready", True) is False and not getattr(resource, "not_ready_reason", "")
-
     for _ in range(int(limit_s / 0.05)):  # polled: a resource's readiness is a flag, not an event
-        if not any(starting(r) for r in runtime.resources.values()):
+        # not ready and no reason given: still on its way (a reason: it failed)
+        if not any(reason == "" for _, reason in runtime.resources.waiting()):
             return
         await asyncio.sleep(0.05)
 

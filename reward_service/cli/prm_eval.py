@@ -11,6 +11,7 @@ import typer
 
 from reward_service.settings import load_settings
 from verifiers.kinds.reward_models.aggregate import first_error
+from verifiers.kinds.reward_models.hub import MODELS
 from verifiers.kinds.reward_models.processbench import SUBSETS, load_subset, processbench_metric
 
 DEFAULT_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "prm"
@@ -62,7 +63,8 @@ def prm_eval(
 
     async def run() -> list[dict[str, Any]]:
         async with Runtime.open(settings) as runtime:
-            hub = runtime.resources["models"]
+            hub = runtime.resources.get(MODELS)
+            assert hub is not None, "the runtime opens the reward models"
             await hub.wait_ready()
             return await evaluate(hub, model, data_dir, wanted, threshold, limit)
 

@@ -7,7 +7,8 @@ from typing import Any
 
 from reward_service.settings import Settings
 from verifiers.calibration import SQLiteCalibrationStore
-from verifiers.calibration.apply import RESOURCE, CalibrationPolicy
+from verifiers.calibration.apply import CALIBRATION, CalibrationPolicy
+from verifiers.context import ResourceKey
 
 
 def policy_from_settings(settings: Settings, store: SQLiteCalibrationStore | None = None) -> CalibrationPolicy:
@@ -21,9 +22,9 @@ def policy_from_settings(settings: Settings, store: SQLiteCalibrationStore | Non
 
 
 @asynccontextmanager
-async def open_calibration(settings: Settings) -> AsyncIterator[dict[str, Any]]:
+async def open_calibration(settings: Settings) -> AsyncIterator[dict[ResourceKey[Any], Any]]:
     store = SQLiteCalibrationStore(settings.calibration.db)
     try:
-        yield {RESOURCE: policy_from_settings(settings, store)}
+        yield {CALIBRATION: policy_from_settings(settings, store)}
     finally:
         store.close()

@@ -7,9 +7,10 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from reward_service.settings import Settings
+from verifiers.context import ResourceKey
 from verifiers.kinds.judges.backends import JudgeBackend
 from verifiers.kinds.judges.config import OpenAIBackendConfig, TransformersBackendConfig
-from verifiers.kinds.judges.registry import BackendDefaults, JudgeRegistry, build_backend
+from verifiers.kinds.judges.registry import JUDGES, BackendDefaults, JudgeRegistry, build_backend
 
 log = logging.getLogger(__name__)
 
@@ -42,12 +43,12 @@ def build_judges(settings: Settings) -> JudgeRegistry:
 
 
 @asynccontextmanager
-async def open_judges(settings: Settings) -> AsyncIterator[dict[str, Any]]:
+async def open_judges(settings: Settings) -> AsyncIterator[dict[ResourceKey[Any], Any]]:
     judges = build_judges(settings)
     await judges.start()
     log.info("judge backends: %s (default %s)", ", ".join(map(repr, judges.backends.values())) or "none",
              judges.default)
     try:
-        yield {"judges": judges}
+        yield {JUDGES: judges}
     finally:
         await judges.aclose()

@@ -6,11 +6,13 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from reward_service.settings import Settings
+from verifiers.context import ResourceKey
+from verifiers.kinds.reward_models.hub import MODELS
 
 
 @asynccontextmanager
-async def open_reward_models(settings: Settings) -> AsyncIterator[dict[str, Any]]:
-    """Yields ``{"models": ModelHub}`` at once; the hub's ``ready`` gates /readyz until every model is warm.
+async def open_reward_models(settings: Settings) -> AsyncIterator[dict[ResourceKey[Any], Any]]:
+    """Yields ``{MODELS: ModelHub}`` at once; the hub's ``ready`` gates /readyz until every model is warm.
     With no model configured it yields nothing, so torch is never imported."""
     if not settings.models.specs:
         yield {}
@@ -20,6 +22,6 @@ async def open_reward_models(settings: Settings) -> AsyncIterator[dict[str, Any]
     hub = ModelHub(settings.models.specs)
     hub.start()
     try:
-        yield {"models": hub}
+        yield {MODELS: hub}
     finally:
         await hub.close()

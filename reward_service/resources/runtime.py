@@ -6,7 +6,7 @@ exact same code path as the server.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +16,7 @@ from reward_service.resources.judges import open_judges
 from reward_service.resources.reward_models import open_reward_models
 from reward_service.resources.sandbox import open_sandbox
 from reward_service.settings import Settings
+from verifiers.context import ResourceKey, Resources
 from verifiers.engine import Engine, ResultHook
 from verifiers.engine.pool import WorkerPool
 from verifiers.engine.registry import Registry, build_registry
@@ -23,10 +24,10 @@ from verifiers.kinds.spec import named_specs
 
 log = logging.getLogger(__name__)
 
-ResourceFactory = Callable[[Settings], AbstractAsyncContextManager[dict[str, Any]]]
+ResourceFactory = Callable[[Settings], AbstractAsyncContextManager[Mapping[ResourceKey[Any], Any]]]
 
-# Backends shared by verifiers: each factory(settings) is an async context manager that yields a dict of named
-# resources. A resource with a boolean ``ready`` attribute gates /readyz. Heavy libraries (torch, transformers) are
+# Backends shared by verifiers: each factory(settings) is an async context manager that yields its resources under
+# their typed keys. A resource that is ``Warming`` gates /readyz. Heavy libraries (torch, transformers) are
 # imported inside the factories, only when configured.
 RESOURCE_FACTORIES: tuple[ResourceFactory, ...] = (open_judges, open_reward_models, open_calibration, open_sandbox)
 
@@ -37,17 +38,14 @@ class Runtime:
     registry: Registry
     pool: WorkerPool
     engine: Engine
-    resources: dict[str, Any] = field(default_factory=dict)
+    resources: Resources = field(default_factory=Resources)
 
     def not_ready(self) -> list[str]:
         """Names of things that are still starting (empty when ready)."""
         waiting = []
         if self.pool.stats.alive == 0:
             waiting.append("worker pool")
-        for name, resource in self.resources.items():
-            if getattr(resource, "ready", True) is False:
-                reason = getattr(resource, "not_ready_reason", "")
-                waiting.append(f"{name}: {reason}" if reason else name)
+        waiting += [f"{name}: {reason}" if reason else name for name, reason in self.resources.waiting()]
         return waiting
 
     @classmethod
@@ -75,9 +73,9 @@ class Runtime:
         async with AsyncExitStack() as stack:
             await pool.start()
             stack.push_async_callback(pool.close)
-            resources: dict[str, Any] = {}
+            resources = Resources()
             for factory in RESOURCE_FACTORIES:
-                resources.update(await stack.enter_async_context(factory(settings)))
+                resources.add(await stack.enter_async_context(factory(settings)))
             engine = Engine(
                 registry,
                 pool=pool,

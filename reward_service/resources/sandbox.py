@@ -4,12 +4,13 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from reward_service.settings import Settings
-from sandbox.api import Backend
 from sandbox.bwrap import BwrapConfig
 from sandbox.docker_backend import DockerConfig
 from sandbox.factory import BACKENDS, BackendConfig, DisabledConfig, build_backend
+from verifiers.context import SANDBOX, ResourceKey
 
 log = logging.getLogger(__name__)
 
@@ -30,12 +31,12 @@ def backend_config(settings: Settings) -> BackendConfig:
 
 
 @asynccontextmanager
-async def open_sandbox(settings: Settings) -> AsyncIterator[dict[str, Backend]]:
+async def open_sandbox(settings: Settings) -> AsyncIterator[dict[ResourceKey[Any], Any]]:
     backend = build_backend(backend_config(settings))
     if backend.reason:
         log.warning("sandbox unavailable: %s", backend.reason)
     await backend.start()
     try:
-        yield {"sandbox": backend}
+        yield {SANDBOX: backend}
     finally:
         await backend.close()

@@ -17,7 +17,7 @@ from verifiers.audit import AuditInputError, labelled_audit, probe_audit
 from verifiers.audit.attacks import default_families
 from verifiers.audit.probes import generate, parse_references
 from verifiers.audit.report import render_html
-from verifiers.calibration.apply import RESOURCE
+from verifiers.calibration.apply import CALIBRATION
 
 router = APIRouter(tags=["audit"])
 
@@ -55,7 +55,7 @@ async def audit(body: AuditRequest, settings: SettingsDep, gate: AdmissionDep) -
                            "or the CLI (reward-service audit)", loc=["items"])
         with gate.admit(n):
             if body.kind == "labelled":
-                policy = engine.resources.get(RESOURCE)
+                policy = engine.resources.get(CALIBRATION)
                 store = policy.store if body.store and policy is not None else None
                 if body.store and store is None:
                     raise ApiError(422, "store requested but this server has no calibration store", loc=["store"])
@@ -75,7 +75,7 @@ async def audit(body: AuditRequest, settings: SettingsDep, gate: AdmissionDep) -
 @router.get("/v1/calibration")
 async def calibration(gate: AdmissionDep) -> dict[str, Any]:
     """Every verifier configuration the store knows, with ρ0, ρ1 and the online ρ1, each with its interval."""
-    policy = gate.ready().engine.resources.get(RESOURCE)
+    policy = gate.ready().engine.resources.get(CALIBRATION)
     if policy is None or policy.store is None:
         return {"entries": []}
     return {"entries": [cal.to_dict() for cal in policy.store.entries()]}

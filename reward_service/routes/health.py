@@ -8,6 +8,7 @@ from fastapi.responses import JSONResponse, Response
 
 from reward_service.deps import ServicesDep
 from reward_service.errors import ApiError
+from verifiers.context import SANDBOX
 
 router = APIRouter()
 
@@ -24,7 +25,7 @@ async def readyz(services: ServicesDep) -> JSONResponse:
         return JSONResponse({"ready": False, "waiting_for": ["startup"]}, status_code=503)
     waiting = runtime.not_ready()
     body: dict[str, Any] = {"ready": not waiting, "waiting_for": waiting}
-    sandbox = runtime.resources.get("sandbox")
+    sandbox = runtime.resources.get(SANDBOX)
     isolation = sandbox.isolation() if sandbox is not None else None
     if isolation is not None:
         body["sandbox"] = isolation  # which mechanism enforces which limit on this host

@@ -16,7 +16,7 @@ from reward_service.errors import ApiError
 from reward_service.resources.runtime import Runtime
 from reward_service.settings import Settings
 from verifiers.kinds.reward_models.aggregate import Aggregation
-from verifiers.kinds.reward_models.hub import UnknownModel
+from verifiers.kinds.reward_models.hub import MODELS, UnknownModel
 from verifiers.kinds.reward_models.steps import SplitRule
 from verifiers.types import Status, Verdict, VerifyItem
 
@@ -70,8 +70,8 @@ def _check(s: Settings, body: PrmRequest) -> None:
     if not body.items:
         raise ApiError(422, "items must hold at least one item", loc=["items"])
     if len(body.items) > s.limits.max_batch_items:
-        raise ApiError(413, f"batch of {len(body.items)} items exceeds the limit of {s.limits.max_batch_items}; split it",
-                       loc=["items"])
+        raise ApiError(413, f"batch of {len(body.items)} items exceeds the limit of {s.limits.max_batch_items}; "
+                       "split it", loc=["items"])
     for i, item in enumerate(body.items):
         size = len(item.response) if item.response is not None else sum(map(len, item.steps or []))
         if size + len(item.prompt) > s.limits.max_response_chars:
@@ -81,7 +81,7 @@ def _check(s: Settings, body: PrmRequest) -> None:
 
 def _check_model(runtime: Runtime, name: str) -> None:
     """422 unless ``name`` is a configured PRM (the ``prm`` verifier would answer ``unavailable`` per item)."""
-    hub = runtime.resources.get("models")
+    hub = runtime.resources.get(MODELS)
     if hub is None:
         raise ApiError(422, f"unknown model {name!r}: no reward model is configured on this server", loc=["model"])
     try:

@@ -13,17 +13,17 @@ from reward_service.deps import AdmissionDep, SettingsDep
 from reward_service.errors import ApiError
 from reward_service.schemas.sandbox import LanguageOut, RunBatchIn, RunBatchOut, RunIn, RunOut
 from reward_service.settings import SandboxSettings
-from sandbox.api import Backend, Limits, RunRequest, RunResult, RunStatus
-from sandbox.fairslots import run_source
+from sandbox.api import Backend, Limits, RunRequest, RunResult, RunStatus, run_source
 from sandbox.languages import canonical_name, source_file
 from sandbox.limits import over_caps
 from sandbox.paths import collect_problem, files_problem, path_problem
+from verifiers.context import SANDBOX
 
 router = APIRouter(tags=["sandbox"])
 
 
 def _backend(gate: AdmissionGate) -> Backend:
-    backend = gate.ready().resources.get("sandbox")
+    backend = gate.ready().resources.get(SANDBOX)
     if backend is None:
         raise ApiError(503, "no sandbox is configured on this server")
     return backend

@@ -22,6 +22,7 @@ from reward_service.settings import Settings
 from sandbox.api import Backend, Limits, RunRequest
 from sandbox.languages import LANGUAGES, source_file
 from sandbox.paths import collect_problem, files_problem
+from verifiers.context import SANDBOX
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["sandboxfusion"])
@@ -95,7 +96,7 @@ def _compiled(backend: Backend, language: str) -> bool:
 
 @router.post("/run_code", response_model=RunCodeResponse)
 async def run_code(body: RunCodeRequest, settings: SettingsDep, gate: AdmissionDep) -> RunCodeResponse:
-    backend = gate.ready().resources.get("sandbox")
+    backend = gate.ready().resources.get(SANDBOX)
     if backend is None:
         return RunCodeResponse.sandbox_error("no sandbox is configured on this server", _pod())
     limits = _limits(settings, body)

@@ -25,13 +25,13 @@ import time
 from dataclasses import asdict
 
 from sandbox import seccomp
-from sandbox.api import Backend, Limits, RunRequest, RunResult, RunStatus
+from sandbox.api import Backend, Limits, RunRequest, RunResult, RunStatus, run_client, run_source
 from sandbox.bwrap.config import BwrapConfig
 from sandbox.bwrap.job import LimitRefused, compiled_code, execute
 from sandbox.bwrap.layout import WORK_IN_SANDBOX, Layout
 from sandbox.bwrap.pool import Sandbox, WarmPool
 from sandbox.cgroups import MemoryCgroups
-from sandbox.fairslots import FairSlots, run_client, run_source
+from sandbox.fairslots import FairSlots
 from sandbox.languages import ResolvedLanguage, canonical_name, resolve_all
 from sandbox.limits import clamp
 from sandbox.paths import collect_problem, files_problem
@@ -62,7 +62,7 @@ class BwrapBackend(Backend):
             self._cgroups, self._cgroup_reason = MemoryCgroups.detect(None if c.memory_cgroup == "auto"
                                                                       else c.memory_cgroup)
         self._filter = seccomp.build(refuse_memfd=self._cgroups is None)
-        self._slots = FairSlots(c.max_concurrent)  # taken in turns by source (fairslots.run_source)
+        self._slots = FairSlots(c.max_concurrent)  # taken in turns by source (sandbox.api.run_source)
         self.stats = {"runs": 0, "warm_hits": 0, "cold_starts": 0, "sandbox_errors": 0, "reuses": 0}
         self.phase_ms: dict[str, float] = {}  # summed per phase of PHASES, plus "runs", "spawns" and "spawn
         self._pool = WarmPool(c, self._layout.argv_head, self._cgroups, uids, self.stats, self.phase_ms)

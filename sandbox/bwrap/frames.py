@@ -2,7 +2,7 @@
 and the data, on the result pipe; the host's only word back is ``GO`` on the supervisor's stdin.
 
 The supervisor (sandbox/inside/supervisor.py) cannot import this module, so it writes the letters itself;
-tests/test_sandbox_frames.py checks that they are these.
+tests/sandbox/test_sandbox_frames.py checks that they are these.
 """
 from __future__ import annotations
 

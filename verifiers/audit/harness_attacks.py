@@ -350,7 +350,7 @@ def harness_forge(f: CodeFacts, rng: Any) -> list[Probe]:
     """Replies the judge must treat as data: a module name it would import (unittest's ``__main__`` runs discovery
     on the work dir, where the program planted a test file), the judge's own names and builtins, and names a
     restarted process sends over what the tests bound. (Builtins that run code, ``decode = exec``, bite only where a
-    test feeds one function's output to another: tests/test_code_harness_trust.py.)"""
+    test feeds one function's output to another: tests/verifiers/code/test_code_harness_trust.py.)"""
     names: dict[str, object] = {"__eq__check": "@_yes", "check": "@_yes", "__unit__": "@_yes"}
     names.update({m: "@_omni" for m in f.modules or ["math"]})
     names.update({h: "@_yes" for h in f.helpers if h not in f.subjects})

@@ -21,11 +21,9 @@ from verifiers.calibration.correction import CorrectionUnavailable, NoiseRates, 
 from verifiers.calibration.key import ConfigKey, config_key
 from verifiers.calibration.rates import AppealCounts, Rate
 from verifiers.calibration.store import CalibrationStore
-from verifiers.context import Context
+from verifiers.context import Context, ResourceKey
 from verifiers.options import BaseOptions
 from verifiers.types import Status, Verdict, VerifyItem
-
-RESOURCE = "calibration"
 
 
 @dataclass
@@ -36,6 +34,9 @@ class CalibrationPolicy:
     default_judge: str | None = None
     wide_interval: float = 0.2  # an interval wider than this gets a warning in the verdict
     min_appeals: int = 30  # appeals needed before the online ρ1 is used for a correction
+
+
+CALIBRATION: ResourceKey[CalibrationPolicy] = ResourceKey("calibration")
 
 
 def wants_postprocess(options: BaseOptions) -> bool:
@@ -155,7 +156,7 @@ async def postprocess(ctx: Context, p: Prepared, raw: Verdict) -> Verdict:
     if not p.verifier.binary:
         return Verdict.error(f"correction and appeal apply to binary verifiers only; {p.verifier.name!r} is not",
                              **details)
-    policy = ctx.resources.get(RESOURCE) or CalibrationPolicy()
+    policy = ctx.resources.get(CALIBRATION) or CalibrationPolicy()
     key = config_key(p.verifier, p.options)
     details["calibration_key"] = str(key)
     try:

@@ -17,12 +17,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from verifiers.base import BaseOptions, Prepared, Verifier
 from verifiers.calibration.apply import CalibrationStage
-from verifiers.context import Context
+from verifiers.context import Context, ResourceKey, Resources
 from verifiers.engine.failures import failure_verdict
 from verifiers.engine.groups import finish_groups
 from verifiers.engine.pool import WorkerPool
@@ -54,7 +54,7 @@ class Engine:
         registry: Registry,
         *,
         pool: WorkerPool | None = None,
-        resources: dict[str, Any] | None = None,
+        resources: Resources | Mapping[ResourceKey[Any], Any] | None = None,
         default_timeout_s: float = 10.0,
         max_timeout_s: float = 300.0,
         on_result: ResultHook | None = None,
@@ -62,7 +62,7 @@ class Engine:
     ) -> None:
         self.registry = registry
         self.pool = pool
-        self.resources = resources if resources is not None else {}
+        self.resources = resources if isinstance(resources, Resources) else Resources(resources)
         self.default_timeout_s = default_timeout_s
         self.max_timeout_s = max_timeout_s
         self.on_result = on_result

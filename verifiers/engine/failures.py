@@ -7,20 +7,18 @@ from __future__ import annotations
 
 import logging
 
-from verifiers.types import InvalidReference, Verdict, VerifierUnavailable
+from verifiers.types import Verdict, VerifierError
 
 log = logging.getLogger(__name__)
 
 
 def failure_verdict(exc: BaseException, verifier: str, timeout_s: float | None = None) -> Verdict:
-    """``timeout`` for an overrun, ``invalid_reference`` / ``unavailable`` for what the verifier said went wrong,
+    """``timeout`` for an overrun, the status a ``VerifierError`` names for what the verifier said went wrong,
     ``error`` (logged with its traceback) for anything else."""
     if isinstance(exc, TimeoutError):
         return Verdict.timeout(f"check exceeded its {timeout_s:g}s deadline" if timeout_s else "deadline exceeded")
-    if isinstance(exc, InvalidReference):
-        return Verdict.invalid_reference(str(exc))
-    if isinstance(exc, VerifierUnavailable):
-        return Verdict.unavailable(str(exc))
+    if isinstance(exc, VerifierError):
+        return Verdict(exc.status, None, str(exc), dict(exc.details))
     if isinstance(exc, MemoryError):
         return Verdict.error("verifier ran out of memory in its worker")
     log.error("verifier %s failed", verifier, exc_info=exc)

@@ -2,5 +2,5 @@
 registry loads, listed in ``verifiers.engine.registry.BUILTIN_MODULES``) and names its classes ``<Kind>Verifier``.
 
 A kind imports the contract (``verifiers.types``, ``options``, ``context``, ``base``), its own helpers and
-``sandbox.api``; never ``verifiers.engine`` (``tests/test_dependency_rule.py``).
+``sandbox.api``; never ``verifiers.engine`` (``tests/project/test_dependency_rule.py``).
 """

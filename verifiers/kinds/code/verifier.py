@@ -18,15 +18,14 @@ from typing import Any
 
 from pydantic import Field
 
-from sandbox.api import Backend, Limits, RunRequest, RunResult, RunStatus
-from sandbox.fairslots import run_source
+from sandbox.api import Backend, Limits, RunRequest, RunResult, RunStatus, run_source
 from sandbox.inside import HARNESS
 from verifiers.base import BaseOptions, Verifier
-from verifiers.context import Context
+from verifiers.context import SANDBOX, Context
 from verifiers.kinds.code.extract import extract_program
 from verifiers.kinds.code.plan import TestPlan, build_plan
 from verifiers.kinds.code.stdio import describe_mismatch, outputs_match
-from verifiers.types import InvalidReference, Verdict
+from verifiers.types import InvalidReference, Verdict, VerifierFailed, VerifierUnavailable
 
 MESSAGE_CHARS = 300
 STARTUP_S = 5.0  # judge + candidate interpreter start-up, on top of the tests' own budgets
@@ -96,23 +95,21 @@ class CodeVerifier(Verifier[CodeOptions]):
         extracted = extract_program(response, plan.language)
         if extracted is None:
             return Verdict.no_answer(f"no {plan.language} code found in the response", extracted=None)
-        sandbox = ctx.resource("sandbox")
+        sandbox = ctx.resource(SANDBOX)
         available = sandbox.languages()
         if plan.language not in available and not any(plan.language == k.lower() for k in available):
             raise InvalidReference(
                 f"language {plan.language!r} is not supported; known: {', '.join(sorted(available))}")
         if available.get(plan.language) is False:
-            return Verdict.unavailable(f"language {plan.language!r} has no toolchain on this server")
+            raise VerifierUnavailable(f"language {plan.language!r} has no toolchain on this server")
         if plan.kind == "stdio":
             outcome = await self._run_cases(sandbox, plan, extracted.code, options)
         else:
             outcome = await self._run_harness(sandbox, plan, assemble_program(plan, extracted.code), options)
-        if isinstance(outcome, Verdict):
-            return outcome
         return _verdict(plan, outcome, extracted.source)
 
     async def _run_harness(self, sandbox: Any, plan: TestPlan, program: str,
-                           options: CodeOptions) -> list[dict[str, str]] | Verdict:
+                           options: CodeOptions) -> list[dict[str, str]]:
         timeouts = _budget(plan, options)
         nonce = secrets.token_hex(16)
         job = {
@@ -131,11 +128,11 @@ class CodeVerifier(Verifier[CodeOptions]):
         )
         result: RunResult = await sandbox.run(request)
         if result.status == RunStatus.SANDBOX_ERROR:
-            return Verdict.unavailable(f"sandbox error: {result.reason or result.stderr[-300:]}")
+            raise VerifierUnavailable(f"sandbox error: {result.reason or result.stderr[-300:]}")
         records = _nonce_records(result.stdout, nonce)
         if not any("hardened" in r for r in records):
             # The harness never reached the point where candidate code exists: our failure, never a score of 0.
-            return Verdict.error(f"test harness failed to start ({result.status.value}): {_trim(result.stderr)}")
+            raise VerifierFailed(f"test harness failed to start ({result.status.value}): {_trim(result.stderr)}")
         tests: dict[int, dict[str, str]] = {}
         for record in records:
             index = record.get("i")
@@ -144,12 +141,12 @@ class CodeVerifier(Verifier[CodeOptions]):
         done = any(r.get("done") for r in records)
         if (not done and result.status == RunStatus.RUNTIME_ERROR and result.signal is None
                 and "Traceback" in result.stderr):
-            return Verdict.error(f"test harness crashed: {_trim(result.stderr[-600:])}")
+            raise VerifierFailed(f"test harness crashed: {_trim(result.stderr[-600:])}")
         missing = _missing_status(result)
         return [tests.get(i) or dict(missing) for i in range(plan.count)]
 
     async def _run_cases(self, sandbox: Any, plan: TestPlan, program: str,
-                         options: CodeOptions) -> list[dict[str, str]] | Verdict:
+                         options: CodeOptions) -> list[dict[str, str]]:
         timeout = plan.timeout_s or options.test_timeout_s
         request = RunRequest(code=program, language=plan.language,
                              limits=Limits(wall_s=timeout, cpu_s=timeout, memory_mb=options.memory_mb))
@@ -169,7 +166,7 @@ class CodeVerifier(Verifier[CodeOptions]):
                        for r in part]
         broken = next((r for r in results if r.status == RunStatus.SANDBOX_ERROR), None)
         if broken is not None:
-            return Verdict.unavailable(f"sandbox error: {broken.reason or broken.stderr[-300:]}")
+            raise VerifierUnavailable(f"sandbox error: {broken.reason or broken.stderr[-300:]}")
         outcomes = [_case_outcome(r, c.output, plan) for r, c in zip(results, plan.cases)]
         skipped = {"status": "skipped", "message": "not run: stopped at the first failure"}
         return outcomes + [dict(skipped) for _ in range(plan.count - len(outcomes))]

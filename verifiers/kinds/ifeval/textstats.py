@@ -6,7 +6,7 @@ Punkt-style splitter: the same candidate/annotation scheme (a sentence may end a
 closing punctuation; a period after a known abbreviation, an initial, an ordinal or an ellipsis is a break only when
 orthographic evidence says the next word starts a sentence). The orthographic evidence Punkt learns from a corpus is
 learnt here from the document itself plus a short list of common English words, which is enough to agree with the
-reference on IFEval (see tests/test_ifeval_reference.py).
+reference on IFEval (see tests/verifiers/ifeval/test_ifeval_reference.py).
 """
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from verifiers.types import VerifierUnavailable
+from verifiers.types import VerifierFailed, VerifierUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +28,7 @@ RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 REFUSED_STATUS = frozenset({401, 403, 404})
 
 
-class JudgeError(Exception):
+class JudgeError(VerifierFailed):
     """The judge answered, but not with something usable (bad request, malformed completion)."""
 
 

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from verifiers.types import VerifierFailed
+
 _THINK_RE = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _YES = {"yes", "y", "true", "correct", "equivalent", "pass", "met", "1"}
 _NO = {"no", "n", "false", "incorrect", "wrong", "not equivalent", "fail", "not met", "unmet", "0"}
@@ -15,8 +17,8 @@ _NO = {"no", "n", "false", "incorrect", "wrong", "not equivalent", "fail", "not 
 Method = Literal["json", "embedded_json", "text"]
 
 
-class JudgeParseError(ValueError):
-    pass
+class JudgeParseError(VerifierFailed, ValueError):
+    """A judge output that does not follow the format asked for: the check failed, never a "no"."""
 
 
 def _objects_in(text: str) -> list[dict[str, Any]]:

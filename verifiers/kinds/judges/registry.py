@@ -5,6 +5,7 @@ import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from verifiers.context import ResourceKey
 from verifiers.kinds.judges.backends import JudgeBackend, Messages, OpenAIChatBackend, Sampling, TransformersBackend
 from verifiers.kinds.judges.cache import CompletionCache, Source, cache_key
 from verifiers.kinds.judges.config import OpenAIBackendConfig, TransformersBackendConfig
@@ -57,6 +58,11 @@ class JudgeRegistry:
     def ready(self) -> bool:
         return all(b.ready for b in self.backends.values())
 
+    @property
+    def not_ready_reason(self) -> str:
+        """Always "": a backend that failed to load is ready, and says so on each call (``unavailable``)."""
+        return ""
+
     async def start(self) -> None:
         for backend in self.backends.values():
             await backend.start()
@@ -84,3 +90,6 @@ class JudgeRegistry:
         key = cache_key(judge.name, judge.model, messages, sampling.as_key())
         text, source = await self.cache.get_or_call(key, lambda: judge.complete(messages, sampling))
         return Completion(text, source)
+
+
+JUDGES: ResourceKey[JudgeRegistry] = ResourceKey("judges")

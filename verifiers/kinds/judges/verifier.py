@@ -15,10 +15,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from verifiers.base import BaseOptions, Verifier
 from verifiers.context import Context
 from verifiers.kinds.judges import prompts
-from verifiers.kinds.judges.backends import JudgeError, Messages, Sampling
+from verifiers.kinds.judges.backends import Messages, Sampling
 from verifiers.kinds.judges.guards import GuardResult, check_response
 from verifiers.kinds.judges.parse import CriterionMark, JudgeParseError, parse_criteria, parse_verdict, parse_winner
-from verifiers.types import InvalidReference, UnknownVerifier, Verdict, VerifyItem
+from verifiers.kinds.judges.registry import JUDGES
+from verifiers.types import InvalidReference, UnknownVerifier, Verdict, VerifierFailed, VerifyItem
 
 T = TypeVar("T")
 JUDGE_VERIFIERS = ("judge_reference", "rubric", "checklist", "pairwise")
@@ -61,7 +62,7 @@ class Ballots:
 
 async def ask(ctx: Context, options: JudgeOptions, messages: Messages, parse: Callable[[str], T]) -> Ballots:
     """k samples of one prompt through the cache; fewer than half readable is an error, not a vote."""
-    judges = ctx.resource("judges")
+    judges = ctx.resource(JUDGES)
     done = await asyncio.gather(
         *(judges.complete(messages, options.sampling(i), options.backend) for i in range(options.samples))
     )
@@ -98,8 +99,9 @@ class JudgeVerifier(Verifier[JudgeOptions]):
     async def acheck(self, response: str, reference: Any, options: JudgeOptions, ctx: Context) -> Verdict:
         try:
             return await self.judge(response, reference, options, ctx)
-        except (JudgeError, JudgeParseError) as exc:
-            return Verdict.error(str(exc), backend=options.backend)
+        except VerifierFailed as exc:  # a judge's fault or unreadable answers: say which backend, as every verdict does
+            exc.details.setdefault("backend", options.backend)
+            raise
 
     async def judge(self, response: str, reference: Any, options: JudgeOptions, ctx: Context) -> Verdict:
         raise NotImplementedError
@@ -174,7 +176,7 @@ class JudgeReferenceVerifier(JudgeVerifier):
                 rule = await ctx.verify(
                     VerifyItem(options.hybrid, response, answer, dict(options.hybrid_options)))
             except (UnknownVerifier, ValidationError) as exc:
-                return Verdict.error(f"hybrid rule verifier {options.hybrid!r} cannot run: {str(exc)[:300]}")
+                raise VerifierFailed(f"hybrid rule verifier {options.hybrid!r} cannot run: {str(exc)[:300]}") from exc
             confident = rule.score == 1.0 or (options.hybrid_settles == "any" and rule.score is not None)
             if rule.status.value == "ok" and confident:
                 return Verdict.ok(rule.score or 0.0, f"settled by {options.hybrid}: {rule.reason}",

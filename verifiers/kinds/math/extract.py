@@ -14,12 +14,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from verifiers.kinds.math.normalize import PLAIN_FUNCS, canonical, is_prose, lone_number, split_top_level, unwrap
+from verifiers.kinds.math import turns
+from verifiers.kinds.math.normalize import PLAIN_FUNCS, canonical, lone_number, unwrap
 from verifiers.kinds.math.numeric import parse_number
 from verifiers.kinds.math.spans import Span, display_spans, escape_currency, inline_first, inline_spans, math_spans
 
 _BOX = re.compile(r"\\(?:boxed|fbox|framebox)\s*(?:\[[^\]]*\])?\s*")
-_THINK_END = "</think>"
 # Possessive whitespace and bounded captures keep these linear on hostile floods ("answer:" + 20k newlines,
 # "the answer is " * 10k): each match reads a bounded stretch, and no two "\s*" runs share characters.
 _GSM = re.compile(r"####[ \t]*+([^\n]{0,1000})")
@@ -38,6 +38,8 @@ _NUMBER = re.compile(
 )
 _CHOICE = re.compile(r"\(([A-J])\)|^\s*([A-J])[.)]?\s*$", re.MULTILINE)
 # A sentence ends at ". " before a capital (after a digit too: "is 143. I hope it is correct"), never inside 3.14.
+# What a text says just before the value it states ("… is", "… equals", "x =").
+STATES = re.compile(r"(?:\bis|\bare|\bequals?|:|=)\s*$", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"(?<=[^\d\s])\.\s+(?=[A-Z])|(?<=\d)\.\s+(?=[A-Z][a-z]|I\s)|\.\s*$")
 
 
@@ -56,70 +58,14 @@ def clip_tail(text: str, max_chars: int) -> tuple[str, bool]:
     return text[-max_chars:], True
 
 
-def final_section(text: str) -> str:
-    """Text after a closing ``</think>`` when there is something there: reasoning is not the answer."""
-    if _THINK_END in text:
-        after = text.rsplit(_THINK_END, 1)[1]
-        if after.strip():
-            return after
-    return text
-
-
-# Where a generation runs past its own turn: a chat template's special token (a server that did not stop on it:
-# <|im_end|>, <|eot_id|>, <|end|>, <|END_OF_TURN_TOKEN|>, DeepSeek's full-width <｜end▁of▁sentence｜>, Gemma's
-# <end_of_turn>, Mistral's </s> and [INST]), a chat role's next line ("User: …"), or a base model's next few-shot turn
-# ("Question: …", "Q: …") after it has answered. A special token names at least three letters, so ``<|x|>`` in
-# math is never one.
-_END_OF_TEXT = re.compile(  # a literal first character, so the scan skips ahead in C
-    r"<(?:[|\uff5c](?=[^|\uff5c<>\n]{0,40}?[A-Za-z]{3})[A-Za-z\u2581][\w\u2581 ]{1,39}[|\uff5c]>"
-    r"|/s>|(?:end|start)_of_turn>)"
-)
-_INST = re.compile(r"\[/?INST\]")
-_ROLE = re.compile(r"^[ \t]*(?:Human|User|USER|Assistant|ASSISTANT|assistant|user|model|system)[ \t]*$")
-_CHAT_TURN = re.compile(r"^[ \t]*(?:Human|User)[ \t]*[:：]", re.MULTILINE)
-_NEXT_TURN = re.compile(r"^[ \t]*(?:#+[ \t]*)?(?:Question|Q|Problem|Instruction|Input)[ \t]*\d*[ \t]*[:：]",
-                        re.MULTILINE | re.IGNORECASE)
-
-
-def _before_turn_end(section: str) -> str:
-    """The text before the first special token that follows some of the response's own text (tokens and role
-    names before it, "<|im_start|>assistant", are the template's opening, not an answer)."""
-    last = 0
-    tokens = _END_OF_TEXT.finditer(section) if "<" in section else iter(())
-    for m in sorted([*tokens, *_INST.finditer(section)], key=lambda t: t.start()) if "[" in section else tokens:
-        if not _ROLE.match(section[last:m.start()]) and section[last:m.start()].strip():
-            return section[:m.start()]
-        last = m.end()
-    return section
-
-
 def own_turn(section: str) -> str:
-    """The response to this prompt only: text after an end-of-text token, after a chat role's next turn ("User:")
-    once the response has written any value, or after a new "Question:"/"Q:" turn that follows a stated answer,
-    answers other questions (older base models keep writing few-shot examples)."""
-    section = _before_turn_end(section)
-    digit = re.search(r"\d", section) if "User" in section or "Human" in section else None
-    turn = _CHAT_TURN.search(section, digit.end()) if digit else None
-    if turn:
-        section = section[:turn.start()]
-    # The first turn marker with a stated answer before it. Whether a prefix states an answer only grows with the
-    # prefix (every statement pattern is bounded by its line or its closing brace), so a binary search over the
-    # markers finds the same one as trying each in turn, without re-reading ever longer prefixes (quadratic on a
-    # flood of "Question:" lines).
-    starts = [m.start() for m in _NEXT_TURN.finditer(section) if m.start()]
-    lo, hi = 0, len(starts)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if committed_statements(section[:starts[mid]]):
-            hi = mid
-        else:
-            lo = mid + 1
-    return section[:starts[lo]] if lo < len(starts) else section
+    """``turns.own_turn`` with this module's reading of a stated answer."""
+    return turns.own_turn(section, states_answer=lambda prefix: bool(committed_statements(prefix)))
 
 
 def boxed_contents(text: str) -> list[str]:
     """Every ``\\boxed{...}`` / ``\\fbox{...}`` body, nested braces kept, in order of appearance."""
-    return [st.text for st in _box_statements(text)]
+    return [st.text for st in box_statements(text)]
 
 
 _LIST_GLUE = re.compile(r"\s*(?:,|;|or|and|,\s*or|,\s*and)\s*", re.IGNORECASE)
@@ -189,7 +135,7 @@ def _stated_span(sentence: str) -> str | None:
     first = len(spans) - 1
     while first > 0 and _LIST_GLUE.fullmatch(sentence[spans[first - 1].end:spans[first].start]):
         first -= 1
-    if not _STATES.search(sentence[:spans[first].start]):
+    if not STATES.search(sentence[:spans[first].start]):
         return None
     return _joined(sentence, spans, first)
 
@@ -214,7 +160,7 @@ _PLAIN_MATH = re.compile(r"(?=.*\d)[\w\s+\-*/^().,=<>\[\]{}|!]+")
 def _plain_math_tail(line: str) -> bool:
     """A line that ends in plain-text math after its words ("So we get 6 - 5i", "The roots are 1, -2")."""
     tail = _math_tail(line)
-    if tail == line or not _PLAIN_MATH.fullmatch(tail) or _WORD.search(tail):
+    if tail == line or not _PLAIN_MATH.fullmatch(tail) or WORD.search(tail):
         return False
     prefix = line[:line.rfind(tail)]
     word = re.search(r"([A-Za-z]+)[\s:,]+$", prefix)  # "get 6 - 5i", never "sqrt(1/n)" (a function's name)
@@ -271,7 +217,7 @@ _TRAILING_CLAUSE = re.compile(
 )
 _DERIVATION = re.compile(r"=|\\(?:equiv|approx|Rightarrow|implies)\b")
 _MARKED = ("boxed", "gsm8k_hashes")  # statements a response marks as final: strict, never superseded by working
-_WORD = re.compile(r"(?<![\\A-Za-z{])[A-Za-z]{2,}(?![A-Za-z}])")
+WORD = re.compile(r"(?<![\\A-Za-z{])[A-Za-z]{2,}(?![A-Za-z}])")
 _CONNECTIVES = frozenset({"or", "and", "either"})
 
 
@@ -294,7 +240,7 @@ def answer_like(text: str) -> bool:
         return False
     if parse_number(body) is not None:
         return True
-    words = [w.lower() for w in _WORD.findall(re.sub(r"\\[A-Za-z]+", " ", body)) if w.lower() not in _CONNECTIVES]
+    words = [w.lower() for w in WORD.findall(re.sub(r"\\[A-Za-z]+", " ", body)) if w.lower() not in _CONNECTIVES]
     if not words:
         return True
     return len(words) == 1 and len(body) <= 40 and words[0] not in _NOT_VALUES
@@ -303,7 +249,7 @@ def answer_like(text: str) -> bool:
 def _pure_value(text: str) -> bool:
     """A bold line that is only a value ("**42**"), not a heading ("**Case 1: x > 0**", "**Step 2**")."""
     body = unwrap(text)
-    return answer_like(body) and not body.endswith(":") and not _WORD.search(re.sub(r"\\[A-Za-z]+", " ", body))
+    return answer_like(body) and not body.endswith(":") and not WORD.search(re.sub(r"\\[A-Za-z]+", " ", body))
 
 
 def _phrase_statements(section: str) -> list[Statement]:
@@ -387,7 +333,7 @@ def _closing_braces(text: str) -> dict[int, int]:
     return closing
 
 
-def _box_statements(section: str) -> list[Statement]:
+def box_statements(section: str) -> list[Statement]:
     """Every ``\\boxed{...}`` / ``\\fbox{...}`` (nested braces kept), and ``\\boxed 5``, in order; linear time."""
     out = []
     closing: dict[int, int] | None = None
@@ -409,7 +355,7 @@ def committed_statements(section: str) -> list[Statement]:
     """Boxes, ``#### N``, value-stating answer phrases and bold answers on their own line, in order, with every
     statement that an explicit retraction withdrew left out. An empty box is an echo of the instructions
     ("put it within \\boxed{}"), not an answer, when the response states one elsewhere."""
-    found = _box_statements(section)
+    found = box_statements(section)
     found += [Statement(m.start(), m.end(), m.group(1).strip(), "gsm8k_hashes") for m in _GSM.finditer(section)
               if _pure_value(m.group(1))]  # "#### 42", not a markdown heading "#### Step 2: …"
     phrases = _phrase_statements(section)
@@ -446,7 +392,7 @@ def committed_statements(section: str) -> list[Statement]:
 
 def text_only(text: str) -> bool:
     body = unwrap(text)
-    return parse_number(body) is None and bool(_WORD.search(re.sub(r"\\[A-Za-z]+", " ", body)))
+    return parse_number(body) is None and bool(WORD.search(re.sub(r"\\[A-Za-z]+", " ", body)))
 
 
 def stated_value(text: str) -> str:
@@ -500,7 +446,7 @@ def _method(stated: list[Statement]) -> str:
 
 def extract(text: str, *, last_number: bool = True, choice_letters: bool = False) -> Extraction | None:
     """The response's final answer(s), or None when nothing answer-like is found."""
-    section = own_turn(escape_currency(final_section(text)))
+    section = own_turn(escape_currency(turns.final_section(text)))
     stated = committed_statements(section)
     if stated:
         after = tentative_answers(section[stated[-1].start:]) or closing_alternatives(section[stated[-1].end:])
@@ -537,7 +483,7 @@ def closing_alternatives(region: str) -> list[str]:
     tail = region[-400:].strip()
     if not tail:
         return []
-    sentences = [x for x in _SENTENCES.split(tail[tail.rfind("\n") + 1:].strip()) if x.strip()]
+    sentences = [x for x in SENTENCES.split(tail[tail.rfind("\n") + 1:].strip()) if x.strip()]
     last = sentences[-1].strip() if sentences else ""
     first_or = _OR.search(last)
     if first_or is None:
@@ -623,7 +569,7 @@ def last_paragraph(section: str) -> str:
     return paragraphs[-1]
 
 
-_SENTENCES = re.compile(r"(?<=[.!?])\s+(?=[A-Z\\$])|\n+")
+SENTENCES = re.compile(r"(?<=[.!?])\s+(?=[A-Z\\$])|\n+")
 _ENDS_WITH_NUMBER = re.compile(
     r"(?:\bis|\bare|\bbe|\bequals?|=|:)\)?\s*(?:\\\$\s*)?(?P<x>-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?\\?%?)"
     r"(?P<rest>(?:\s+[A-Za-z][a-z]*(?:\^\{?[23]\}?)?){0,2})\s*[.!]?\s*$"
@@ -645,7 +591,7 @@ def _concluding_value(paragraph: str) -> str | None:
     """The value the paragraph's last sentence ends by stating: "... the degree of \\((ax^6+...)\\) is 15.",
     "... is \\(n = 10\\).", "... = 3 + 4 = 7." (a number or a math span after "is"/"are"/"="/":", at most two
     words such as a unit after it)."""
-    sentences = [x for x in _SENTENCES.split(paragraph.strip()) if x.strip()]
+    sentences = [x for x in SENTENCES.split(paragraph.strip()) if x.strip()]
     if not sentences:
         return None
     last = sentences[-1].strip()
@@ -658,7 +604,7 @@ def _concluding_value(paragraph: str) -> str | None:
     stated = _stated_span(last)
     if stated is None and not math_spans(last):
         m = _LAST_EQUALS.search(last)
-        if m and answer_like(m.group("x")) and not _WORD.search(m.group("x")) and not _is_equation(last, m.start()):
+        if m and answer_like(m.group("x")) and not WORD.search(m.group("x")) and not _is_equation(last, m.start()):
             return m.group("x")
     return stated
 
@@ -738,90 +684,13 @@ def split_alternatives(answer: str) -> list[str]:
     return [_ADDITIVE_START.sub("", p.strip(), count=1) for p in parts if p.strip()]
 
 
-# What stands between the boxes or spans of a list: punctuation, "and"/"or", spacing, and the math delimiters around
-# each box ("$\\boxed{1}$ and $\\boxed{-2}$").
-_SEPARATORS = re.compile(r"[\s,;.$]*(?:(?:\\[()\[\]]|and|or|\\text\{\s*(?:and|or)\s*\}|\\q?quad)[\s,;.$]*)*",
-                         re.IGNORECASE)
-_STATES = re.compile(r"(?:\bis|\bare|\bequals?|:|=)\s*$", re.IGNORECASE)
-
-
-def reference_answer(reference: str) -> str:
-    """The answer a reference states. A bare answer stays as it is; a worked solution gives its last ``\\boxed{}``
-    (adjacent boxes, "\\boxed{2} and \\boxed{5}", give all of them: a set of answers) or what follows ``####``;
-    a list of math spans ("$f(x)=x$, $f(x)=2-x$") gives their contents as one list; a sentence that states a math
-    span ("The only solution is \\((a, b) = (0, 0)\\).") gives that span. A named tuple "(p, q) = (3, 2)" gives its
-    values."""
-    text = reference.strip()
-    boxes = _box_statements(text)
-    if boxes:
-        group = [boxes[-1]]
-        for prev in reversed(boxes[:-1]):
-            if not _SEPARATORS.fullmatch(text[prev.end:group[0].start]):
-                break
-            group.insert(0, prev)
-        # several boxes are several solutions: a set
-        text = f"\\{{{', '.join(b.text.strip() for b in group)}\\}}" if len(group) > 1 else group[0].text
-    elif "####" in text:
-        text = text.rsplit("####", 1)[1]
-    else:
-        spans = math_spans(text)
-        if spans:
-            outside = [text[:spans[0].start], *(text[a.end:b.start] for a, b in zip(spans, spans[1:])),
-                       text[spans[-1].end:]]
-            if all(_SEPARATORS.fullmatch(part) for part in outside):
-                text = ", ".join(s.body.strip() for s in spans) if len(spans) > 1 else spans[0].body
-            elif len(spans) and _STATES.search(text[:spans[-1].start]) and _SEPARATORS.fullmatch(outside[-1]):
-                text = spans[-1].body
-    if _worked_solution(text):
-        text = _solution_answer(text) or text
-    return _named_tuple_values(text.strip())
-
-
-# How a worked solution states its answer: a committed statement or a closing sentence that ends in a value.
-_SOLUTION_METHODS = frozenset({"boxed", "gsm8k_hashes", "answer_phrase", "concluding_sentence", "closing_sentence"})
-
-
-def _worked_solution(text: str) -> bool:
-    """A reference written as prose (a worked solution, a closing sentence), not as a value. Only its committed
-    statements or a closing sentence that ends in a value are read ("No, it is not possible ..." or "Player B wins
-    for \\(n \\geq 4\\)" state none and stay as they are)."""
-    return is_prose(text) and len(_WORD.findall(re.sub(r"\\[A-Za-z]+", " ", text))) >= 6
-
-
-def _solution_answer(text: str) -> str | None:
-    """The answer a worked solution states, read the way a response is read; several different committed answers
-    ("x = 1 and x = -2") are its list of answers."""
-    found = extract(text, last_number=False)
-    if found is None or found.method not in _SOLUTION_METHODS:
-        sentences = [x for x in _SENTENCES.split(last_paragraph(text)) if x.strip()]
-        # a closing sentence with exactly one number states it: "Therefore, 28% of the students passed."
-        return lone_number(sentences[-1]) if sentences else None
-    parts: dict[str, str] = {}
-    for answer in found.answers:
-        for part in split_alternatives(answer) or [answer]:
-            if canonical(part):
-                parts.setdefault(canonical(part), part.strip())
-    return ", ".join(parts.values()) or None
-
-
-_NAME_TUPLE = re.compile(r"^\s*\(\s*(?:\\?[A-Za-z]+(?:_\{?\w+\}?)?\s*,\s*)+\\?[A-Za-z]+(?:_\{?\w+\}?)?\s*\)\s*$")
-
-
-def _named_tuple_values(text: str) -> str:
-    """``(p, q) = (3, 2)`` → ``(3, 2)``: the names only say which value is which, as the tuple's order does."""
-    sides = split_top_level(text, "=")
-    if len(sides) == 2 and _NAME_TUPLE.match(sides[0]) and sides[1].lstrip().startswith(("(", "\\left(")):
-        return sides[1]
-    return text
-
-
 def final_statements(text: str) -> list[str]:
     """The final answers a response commits to, each alternative separately ("4 or 5" is two), distinct by canonical
     spelling, in order: the shared reading of "the final answer" (the math verifier's extraction and the judges'
     hedging guard). Only committed statements count (boxes, ``####``, "the answer is", bold answers), read as
     ``extract`` reads them: reasoning after ``</think>``, this turn only, currency ``$`` as prose, retractions
     honoured. Linear in the text, so it may run on the event loop."""
-    section = own_turn(escape_currency(final_section(text)))
+    section = own_turn(escape_currency(turns.final_section(text)))
     seen: dict[str, str] = {}
     for st in committed_statements(section):
         for part in split_alternatives(st.text) or [st.text]:

@@ -25,8 +25,8 @@ latex2sympy2_extended's converter: unevaluated ``Add``/``Mul``/``Pow`` flattened
 (``2\\frac{1}{2}`` is 5/2), ``(2, 1)`` read as a pair because it is an empty interval, ``x \\in S`` as ``Eq(x, S)``.
 Inputs whose reading by the ANTLR grammar is ambiguous or odd are refused instead of imitated: two numbers in a row,
 a letter or Greek command before ``(`` (the grammar reads a function call), chained powers, ``\\pm`` inside brackets,
-a relation among several elements. ``tests/test_math_fastparse.py`` checks the trees against latex2sympy's on real
-answers and on generated expressions of every construct.
+a relation among several elements. ``tests/verifiers/math/test_math_fastparse.py`` checks the trees against
+latex2sympy's on real answers and on generated expressions of every construct.
 """
 from __future__ import annotations
 
@@ -44,8 +44,8 @@ from latex2sympy2_extended.logic import And
 from latex2sympy2_extended.sets import FiniteSet
 from latex2sympy2_extended.symbols import get_symbol
 
-# The converter release whose trees this module imitates (checked by tests/test_math_fastparse.py); under any other
-# release the fast path stays off and every answer goes to latex2sympy.
+# The converter release whose trees this module imitates (checked by tests/verifiers/math/test_math_fastparse.py);
+# under any other release the fast path stays off and every answer goes to latex2sympy.
 VERIFIED_CONVERTER = "1.11."
 ENABLED = version("latex2sympy2_extended").startswith(VERIFIED_CONVERTER)
 

@@ -3,7 +3,7 @@
 latex2sympy spends 30-200 ms on a cold ``\\left( \\frac{3}{2}, -13 \\right)`` or a pmatrix, mostly to learn that it
 is a tuple; against a single-valued gold that shape alone decides "not equal". The grammar here is deliberately
 narrow (numbers, fractions, roots, pi, infinity, single-letter symbols): whatever it accepts, the parser reads as the
-same shape, which tests/test_math_shape.py checks against the parser on real answers.
+same shape, which tests/verifiers/math/test_math_shape.py checks against the parser on real answers.
 """
 from __future__ import annotations
 

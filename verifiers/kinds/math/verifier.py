@@ -12,7 +12,7 @@ from pydantic import Field
 from sympy.matrices.matrixbase import MatrixBase
 
 from verifiers.base import BaseOptions, Verifier
-from verifiers.kinds.math.extract import clip_tail, extract, reference_answer, split_alternatives
+from verifiers.kinds.math.extract import clip_tail, extract, split_alternatives
 from verifiers.kinds.math.guards import TooLarge, check_size, hacking_reason
 from verifiers.kinds.math.normalize import (
     canonical,
@@ -31,6 +31,7 @@ from verifiers.kinds.math.normalize import (
     well_formed,
 )
 from verifiers.kinds.math.numeric import Number, numbers_equal, parse_number
+from verifiers.kinds.math.reference import reference_answer
 from verifiers.kinds.math.shape import compound_shape
 from verifiers.kinds.math.symbolic import ParseError, equivalent, is_multi_valued, parse_latex
 from verifiers.types import InvalidReference, Verdict

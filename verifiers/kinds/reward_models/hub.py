@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from verifiers.context import ResourceKey
 from verifiers.kinds.reward_models.batcher import Batcher
 from verifiers.kinds.reward_models.formats import Encoded
 from verifiers.kinds.reward_models.spec import ModelSpec
@@ -54,6 +55,12 @@ class ModelHub:
     @property
     def ready(self) -> bool:
         return all(s.batcher is not None for s in self._served.values())
+
+    @property
+    def not_ready_reason(self) -> str:
+        """The models that failed to load, and why ("" while they are still loading)."""
+        failed = [f"{n}: {s.error}" for n, s in self._served.items() if s.error]
+        return f"reward models failed to load: {'; '.join(failed)}" if failed else ""
 
     def start(self) -> None:
         """Load every model in a background task; returns at once."""
@@ -171,3 +178,6 @@ def _free_device_cache() -> None:
             torch.cuda.empty_cache()
     except Exception:  # pragma: no cover - best effort
         pass
+
+
+MODELS: ResourceKey[ModelHub] = ResourceKey("models")

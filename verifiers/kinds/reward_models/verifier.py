@@ -13,8 +13,9 @@ from pydantic import Field
 from verifiers.base import BaseOptions, Verifier
 from verifiers.context import Context
 from verifiers.kinds.reward_models.aggregate import Aggregation, aggregate, first_error, step_rewards
+from verifiers.kinds.reward_models.hub import MODELS
 from verifiers.kinds.reward_models.steps import SplitRule, split_steps
-from verifiers.types import Verdict, VerifierUnavailable
+from verifiers.types import Verdict, VerifierFailed, VerifierUnavailable
 
 
 def prompt_of(reference: Any, explicit: str | None) -> str:
@@ -30,7 +31,7 @@ def prompt_of(reference: Any, explicit: str | None) -> str:
 
 
 def _hub_and_model(ctx: Context, wanted: str | None, kind: str) -> tuple[Any, str]:
-    hub = ctx.resource("models")
+    hub = ctx.resource(MODELS)
     if wanted is None:
         names = hub.names(kind)
         if not names:
@@ -45,8 +46,10 @@ def _hub_and_model(ctx: Context, wanted: str | None, kind: str) -> tuple[Any, st
     return hub, wanted
 
 
-def _failed(exc: BaseException) -> Verdict:
-    return Verdict.error(f"reward model failed: {type(exc).__name__}: {str(exc)[:300]}")
+def _failed(exc: BaseException) -> VerifierFailed:
+    failed = VerifierFailed(f"reward model failed: {type(exc).__name__}: {str(exc)[:300]}")
+    failed.__cause__ = exc
+    return failed
 
 
 OptionsT = TypeVar("OptionsT", bound=BaseOptions)
@@ -85,7 +88,7 @@ class PrmVerifier(_ModelVerifier[PrmOptions]):
             return Verdict.no_answer("the response holds no steps", model=model)
         [result] = await hub.score_steps(model, [(prompt_of(reference, options.prompt), steps)])
         if isinstance(result, BaseException):
-            return _failed(result)
+            raise _failed(result)
         score = aggregate(result, options.aggregation, options.threshold)
         return Verdict.ok(
             score, f"{options.aggregation} over {len(steps)} steps", model=model, step_scores=result,
@@ -110,7 +113,7 @@ class OrmVerifier(_ModelVerifier[OrmOptions]):
             return Verdict.no_answer("empty response", model=model)
         [result] = await hub.score_responses(model, [(prompt_of(reference, options.prompt), response)])
         if isinstance(result, BaseException):
-            return _failed(result)
+            raise _failed(result)
         return Verdict.ok(result, "outcome reward model score", model=model)
 
 

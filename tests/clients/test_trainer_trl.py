@@ -1,0 +1,114 @@
+"""TRL's real GRPOTrainer (the ``trainers`` extra) for a couple of CPU steps with a tiny random policy built on disk,
+scoring through our reward functions against the real server."""
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+trl = pytest.importorskip("trl")
+datasets = pytest.importorskip("datasets")
+
+from reward_client.trl import make_async_reward_func, make_reward_func  # noqa: E402
+
+from tests.support.live_restart import Restarter  # noqa: E402
+from tests.support.reward_models import build_model  # noqa: E402
+from tests.support.server import LiveServer  # noqa: E402
+
+ROWS = [  # the opts column has different keys per row: datasets pads each row with the other rows' keys as None
+    {"prompt": "Step 1: Natalia sold", "answer": "48", "pattern": ".", "opts": {"ignore_case": False}},
+    {"prompt": "Let x be the", "answer": "5", "pattern": ".", "opts": {"ignore_punctuation": True}},
+]
+
+
+@pytest.fixture(scope="module")
+def policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_model(tmp_path_factory.mktemp("trl") / "policy", "causal_lm", seed=3)
+
+
+def train(policy: Path, out: Path, reward_funcs: list, callbacks: list | None = None) -> trl.GRPOTrainer:
+    dataset = datasets.Dataset.from_list(ROWS)
+    assert dataset[0]["opts"] == {"ignore_case": False, "ignore_punctuation": None}  # the padding under test
+    args = trl.GRPOConfig(
+        output_dir=str(out), per_device_train_batch_size=4, num_generations=2, max_completion_length=8, max_steps=2,
+        logging_steps=1, report_to="none", use_cpu=True, bf16=False, save_strategy="no", disable_tqdm=True,
+        seed=0,
+    )
+    trainer = trl.GRPOTrainer(model=str(policy), reward_funcs=reward_funcs, args=args, train_dataset=dataset,
+                              callbacks=callbacks)
+    trainer.train()
+    return trainer
+
+
+def step_logs(trainer: trl.GRPOTrainer) -> list[dict]:
+    logs = [h for h in trainer.state.log_history if "reward" in h]
+    assert [h["step"] for h in logs] == [1, 2]
+    return logs
+
+
+def test_grpo_steps_with_padded_options_logging_and_none_summed_as_zero(policy: Path, server: LiveServer,
+                                                                         tmp_path: Path) -> None:
+    em = make_reward_func("exact_match", reference="answer", options_column="opts", url=server.url)
+    fmt = make_async_reward_func("regex", reference="pattern", url=server.url, name="fmt")
+    down = make_async_reward_func("test_down", reference=None, url=server.url, name="down")
+    trainer = train(policy, tmp_path, [em, fmt, down])
+    for h in step_logs(trainer):
+        assert h["exact_match_reward/null_count"] == 0 and h["exact_match_reward/status/ok"] == 1.0
+        assert h["down/null_frac"] == 1.0 and h["down/status/unavailable"] == 1.0
+        assert h["rewards/down/mean"] is None or math.isnan(h["rewards/down/mean"])
+        # TRL 1.16 sums with nansum: the None of "down" counts as 0 beside the functions that scored.
+        assert h["reward"] == pytest.approx(h["rewards/exact_match_reward/mean"] + h["rewards/fmt/mean"])
+    extra = trainer._logs["extra"]  # what log_extra wrote into TRL's completions table
+    assert set(extra["down/status"]) == {"unavailable"} and set(extra["exact_match_reward/status"]) == {"ok"}
+
+
+def test_spec_reward_makes_one_null_component_void_the_sample(policy: Path, server: LiveServer,
+                                                              tmp_path: Path) -> None:
+    """The other choice: components in one spec reward, where on_null "null" leaves the sample out altogether."""
+    components = [
+        {"name": "fmt", "verifier": "regex"},
+        {"name": "judge", "verifier": "test_down", "use_reference": False, "on_null": "null"},
+    ]
+    spec = make_reward_func("spec", reference="pattern", options={"components": components}, url=server.url)
+    trainer = train(policy, tmp_path, [spec])
+    for h in step_logs(trainer):
+        assert h["spec_reward/null_frac"] == 1.0
+        assert h["reward"] is None or math.isnan(h["reward"])  # unscorable: TRL gives these samples no advantage
+    extra = trainer._logs["extra"]
+    assert set(extra["spec_reward/status"]) == {"unavailable"}
+    assert all(v is None for v in extra["spec_reward/judge"])  # per-component columns, the last batch's rows
+    assert extra["spec_reward/fmt"] and set(extra["spec_reward/fmt"]) <= {0.0, 1.0}
+
+
+@pytest.fixture()
+def restarter(tmp_path: Path) -> Iterator[Restarter]:
+    r = Restarter(tmp_path)
+    yield r
+    r.stop()
+
+
+def test_grpo_run_survives_a_server_restart_between_steps(policy: Path, restarter: Restarter,
+                                                           tmp_path: Path) -> None:
+    from transformers import TrainerCallback
+
+    restarter.start()
+    later: list[threading.Thread] = []
+
+    class RestartAfterFirstStep(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == 1:
+                restarter.stop()  # down now; back in 5 s, while step 2 is already waiting on its rewards
+                timer = threading.Timer(5.0, restarter.start)
+                timer.start()
+                later.append(timer)
+
+    em = make_reward_func("exact_match", reference="answer", url=restarter.url)  # default retry settings
+    fmt = make_async_reward_func("regex", reference="pattern", url=restarter.url, name="fmt")
+    trainer = train(policy, tmp_path / "out", [em, fmt], callbacks=[RestartAfterFirstStep()])
+    for t in later:
+        t.join()
+    logs = step_logs(trainer)
+    assert logs[1]["exact_match_reward/null_count"] == 0 and logs[1]["fmt/status/ok"] == 1.0

@@ -1,0 +1,125 @@
+"""verl 0.9's real reward loop (RewardLoopWorker + NaiveRewardManager) with our reward file loaded from the documented
+config key ``reward.custom_reward_function.path``, scoring against the real server.
+
+The config is composed by Hydra from verl's own ``ppo_trainer`` with the command-line overrides docs/trainers.md
+gives, so the documented lines are the tested ones. verl itself is installed without its GPU dependencies
+(``--no-deps`` plus what this path imports, the ``trainers`` extra); the reward loop runs unchanged on CPU.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+verl = pytest.importorskip("verl")
+reward_loop = pytest.importorskip("verl.experimental.reward_loop.reward_loop")
+hydra = pytest.importorskip("hydra")
+
+import numpy as np  # noqa: E402
+import reward_client.verl as shipped  # noqa: E402
+import torch  # noqa: E402
+from hydra import compose, initialize_config_dir  # noqa: E402
+from verl import DataProto  # noqa: E402
+from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager  # noqa: E402
+from verl.utils.ray_utils import get_event_loop  # noqa: E402
+
+from tests.support.reward_models import build_tokenizer  # noqa: E402
+from tests.support.server import LiveServer, requests_to  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("verl") / "tokenizer"
+    build_tokenizer(path)
+    return path
+
+
+@pytest.fixture(autouse=True)
+def routes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("REWARD_CLIENT_URL", raising=False)  # the URL must come through verl's reward_kwargs
+    monkeypatch.setenv("REWARD_CLIENT_VERL_ROUTES", json.dumps({"capitals": "exact_match"}))
+
+
+def verl_config(overrides: list[str]):
+    """What ``python -m verl.trainer.main_ppo OVERRIDES...`` composes (its Hydra entry: config_name ppo_trainer)."""
+    with initialize_config_dir(config_dir=str(Path(verl.__file__).parent / "trainer" / "config"), version_base=None):
+        return compose(config_name="ppo_trainer", overrides=overrides)
+
+
+def worker(tokenizer_dir: Path, server: LiveServer, name: str) -> reward_loop.RewardLoopWorker:
+    config = verl_config([
+        f"actor_rollout_ref.model.path={tokenizer_dir}",
+        f"reward.custom_reward_function.path={shipped.__file__}",  # the lines of docs/trainers.md
+        f"reward.custom_reward_function.name={name}",
+        f"+reward.custom_reward_function.reward_kwargs.reward_service_url={server.url}",
+        "+reward.custom_reward_function.reward_kwargs.retry_budget_s=600",
+    ])
+    return reward_loop.RewardLoopWorker(config)
+
+
+def test_the_legacy_top_level_key_is_not_what_verl_09_reads(tokenizer_dir: Path) -> None:
+    """verl 0.9 accepts a top-level custom_reward_function block, but its reward loop reads reward.* only."""
+    config = verl_config([f"actor_rollout_ref.model.path={tokenizer_dir}",
+                          f"custom_reward_function.path={shipped.__file__}",
+                          "custom_reward_function.name=compute_score"])
+    assert config.reward.custom_reward_function.path is None
+    assert reward_loop.RewardLoopWorker(config).reward_manager.compute_score.__name__ == "default_compute_score"
+
+
+def rollouts(tokenizer_dir: Path, responses: list[str], truths: list[str], infos: list[dict]) -> DataProto:
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    n = len(responses)
+    prompts = tok(["Capital?"] * n, return_tensors="pt", padding="max_length", max_length=6)["input_ids"]
+    resp = tok(responses, return_tensors="pt", padding="max_length", max_length=12, padding_side="right")
+    return DataProto.from_dict(
+        tensors={"prompts": prompts, "responses": resp["input_ids"],
+                 "attention_mask": torch.cat([torch.ones_like(prompts), resp["attention_mask"]], dim=1)},
+        non_tensors={"data_source": np.array(["capitals"] * n, dtype=object),
+                     "reward_model": np.array([{"ground_truth": t} for t in truths], dtype=object),
+                     "extra_info": np.array(infos, dtype=object)},
+    )
+
+
+def run(w: reward_loop.RewardLoopWorker, data: DataProto) -> list[dict]:
+    return get_event_loop().run_until_complete(w.compute_score_batch(data))  # the loop verl's managers hold
+
+
+def test_async_reward_loop_256_samples_in_at_most_16_requests(tokenizer_dir: Path, server: LiveServer) -> None:
+    n = 256
+    truths = [f"city {i}" for i in range(n)]
+    data = rollouts(tokenizer_dir, [t if i % 4 else "Lyon" for i, t in enumerate(truths)], truths,
+                    [{"index": i} for i in range(n)])
+    w = worker(tokenizer_dir, server, "compute_score_async")
+    before = requests_to(server.url)
+    outs = run(w, data)
+    assert requests_to(server.url) - before <= 16
+    scores = [o["reward_score"] for o in outs]
+    assert scores == [1.0 if i % 4 else 0.0 for i in range(n)]
+    keys = {tuple(sorted(o["reward_extra_info"])) for o in outs}
+    assert len(keys) == 1  # verl stacks reward_extra_info per key: the same keys for every sample
+    assert all(o["reward_extra_info"]["scored"] for o in outs)
+    rm = NaiveRewardManager.assemble_rm_scores(data, scores)  # verl's own placement at the last response token
+    assert rm.sum().item() == pytest.approx(sum(scores))
+
+
+def test_sync_compute_score_in_verls_thread_pool(tokenizer_dir: Path, server: LiveServer) -> None:
+    """A sync compute_score runs in verl's default executor; padded options and null verdicts come through."""
+    n = 48
+    truths = ["Paris"] * n
+    infos = [{"index": i, "verifier_options": {"ignore_case": False, "ignore_punctuation": None}} for i in range(n)]
+    infos[7] = {"index": 7, "verifier": "test_down", "verifier_options": {"ignore_case": None}}
+    responses = ["paris" if i % 2 else "Paris" for i in range(n)]
+    w = worker(tokenizer_dir, server, "compute_score")
+    before = requests_to(server.url)
+    outs = run(w, rollouts(tokenizer_dir, responses, truths, infos))
+    assert requests_to(server.url) - before < n  # samples from the pool's threads shared requests
+    extra = [o["reward_extra_info"] for o in outs]
+    assert [o["reward_score"] for i, o in enumerate(outs) if i != 7] == [0.0 if i % 2 else 1.0
+                                                                         for i in range(n) if i != 7]
+    assert (extra[7]["scored"], extra[7]["status"], outs[7]["reward_score"]) == (False, "unavailable", 0.0)
+    assert sum(not e["scored"] for e in extra) == 1  # the null count verl's metrics can report
+    assert all(re.fullmatch(r"\{.*\}", e["details"]) for e in extra)

@@ -1,0 +1,15 @@
+"""Fixtures of the sandbox tests: one bubblewrap sandbox reused run after run."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.sandbox import OneSandbox
+
+
+@pytest.fixture()
+def box() -> Iterator[OneSandbox]:
+    runner = OneSandbox()
+    yield runner
+    runner.close()
