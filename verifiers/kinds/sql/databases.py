@@ -6,6 +6,7 @@ separator, ``..``, an absolute path, or a link that resolves outside the directo
 from __future__ import annotations
 
 import os
+from functools import lru_cache
 from pathlib import Path
 
 from verifiers.context import process_setting
@@ -32,6 +33,13 @@ def resolve_database(root: Path, name: object) -> Path:
     if (len(name) > MAX_NAME_CHARS or name in {".", ".."} or "\0" in name
             or any(sep in name for sep in ("/", "\\", os.sep)) or os.path.isabs(name)):
         raise InvalidReference(f"database name {name[:80]!r} is not a plain name inside the databases directory")
+    return _resolve(str(root), name)
+
+
+@lru_cache(maxsize=1024)
+def _resolve(directory: str, name: str) -> Path:
+    """Held once found (a worker meets the same few databases again and again); a miss is looked up each time."""
+    root = Path(directory)
     base = root.resolve()
     for candidate in (root / name / f"{name}.sqlite", root / f"{name}.sqlite"):
         if not os.path.lexists(candidate):

@@ -123,8 +123,7 @@ class _GuardedPrintf:
     def __init__(self, max_value_bytes: int):
         self.max_value_bytes = max_value_bytes
         self.refused = ""
-        self._sqlite = sqlite3.connect(":memory:", check_same_thread=False)
-        self._sqlite.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max_value_bytes)
+        self._sqlite: sqlite3.Connection | None = None  # opened on the first call: most queries never format
 
     def __call__(self, *args: Any) -> Any:
         if args and isinstance(args[0], str):
@@ -136,11 +135,15 @@ class _GuardedPrintf:
                 if any(abs(_as_int(n)) > self.max_value_bytes for n in sizes):
                     self.refused = f"printf width or precision beyond {self.max_value_bytes}"
                     raise ValueError(self.refused)
+        if self._sqlite is None:
+            self._sqlite = sqlite3.connect(":memory:", check_same_thread=False)
+            self._sqlite.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, self.max_value_bytes)
         placeholders = ", ".join("?" * len(args))
         return self._sqlite.execute(f"SELECT printf({placeholders})", args).fetchone()[0]
 
     def close(self) -> None:
-        self._sqlite.close()
+        if self._sqlite is not None:
+            self._sqlite.close()
 
 
 def _as_int(value: Any) -> int:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 _TOKEN = re.compile(
     r"""
@@ -30,8 +30,7 @@ STATEMENT_KEYWORDS = frozenset(
 )
 
 
-@dataclass(frozen=True)
-class Token:
+class Token(NamedTuple):
     kind: str  # word, string, quoted, number, symbol
     text: str
     start: int

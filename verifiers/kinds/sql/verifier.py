@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -99,6 +100,11 @@ class GoldCache:
         return held
 
 
+@lru_cache(maxsize=GOLD_CACHE_ENTRIES)
+def gold_orders_rows(sql: str) -> bool:
+    return orders_rows(statements(sql)[0])
+
+
 def _shown(sql: str) -> str:
     return sql if len(sql) <= SHOWN_SQL_CHARS else sql[:SHOWN_SQL_CHARS] + "..."
 
@@ -127,10 +133,9 @@ class SqlVerifier(Verifier[SqlOptions]):
         if extracted is None:
             return Verdict.no_answer("no SQL query found in the response")
         shown: dict[str, Any] = {"sql": _shown(extracted.sql), "extracted_from": extracted.source}
-        gold_statement = statements(ref.sql)[0]
         rule = Rule(
             mode=options.compare,
-            order_matters=options.compare == "ordered" or (options.compare == "spider" and orders_rows(gold_statement)),
+            order_matters=options.compare == "ordered" or (options.compare == "spider" and gold_orders_rows(ref.sql)),
             permute_columns=options.permute_columns if options.permute_columns is not None
             else options.compare == "spider",
             float_tolerance=options.float_tolerance,
