@@ -219,3 +219,12 @@ def test_compare_column_permutations_are_bounded() -> None:
     assert compare(gold, answer, rule).equal  # the reversal is found among the orders tried
     answer_wrong = [tuple(range(width))] + [tuple([6] * width)]
     assert not compare(gold, answer_wrong, rule).equal
+
+
+def test_reading_floods_completes() -> None:
+    """Hostile completions of about 200k characters: the reading is linear, whatever the markers repeated."""
+    floods = ["sql: /*" * 30_000, "SELECT\n" * 30_000, "<answer>" * 25_000, "`" * 200_000, "'" * 200_000,
+              "the query is: SELECT 1;" * 9_000, "```sql\n" * 30_000, "(" * 200_000, "SELECT " + "(" * 200_000]
+    for flood in floods:
+        extract_query(flood)
+        statements(flood)
