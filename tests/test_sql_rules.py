@@ -10,7 +10,7 @@ import pytest
 from tests.sql_helpers import build_databases
 from verifiers.kinds.sql.compare import Rule, compare
 from verifiers.kinds.sql.extract import extract_query
-from verifiers.kinds.sql.lexer import orders_rows, statements
+from verifiers.kinds.sql.lexer import orders_rows, statements, without_word
 from verifiers.kinds.sql.verifier import SqlVerifier
 from verifiers.types import InvalidReference, Status, Verdict, VerifierUnavailable
 
@@ -80,16 +80,26 @@ def test_order_counts_only_when_the_gold_orders(verifier: SqlVerifier) -> None:
     assert score(verifier, "SELECT name FROM singer ORDER BY name DESC", ordered_gold, compare="set").score == 1.0
 
 
-def test_duplicates_count_as_a_bag_but_not_as_a_set(verifier: SqlVerifier) -> None:
+def test_distinct_against_duplicates(verifier: SqlVerifier) -> None:
     gold = "SELECT DISTINCT country FROM singer"
     answer = "SELECT country FROM singer"
-    bag = score(verifier, answer, gold)
+    # Spider's evaluation removes every DISTINCT from both queries before running them.
+    spider = score(verifier, answer, gold)
+    assert spider.score == 1.0 and spider.details["keep_distinct"] is False
+    bag = score(verifier, answer, gold, keep_distinct=True)
     assert bag.score == 0.0 and bag.details["rows"] == 4  # stopped one row past the gold's 3
-    assert score(verifier, answer, gold, compare="set").score == 1.0
-    assert score(verifier, "SELECT country FROM singer GROUP BY country", gold).score == 1.0
+    assert score(verifier, answer, gold, compare="set").score == 1.0  # BIRD: a set of rows
+    assert score(verifier, answer, gold, compare="ordered").score == 0.0
+    assert score(verifier, "SELECT country FROM singer GROUP BY country", gold, keep_distinct=True).score == 1.0
     dup_gold = "SELECT country FROM singer"
-    assert score(verifier, "SELECT DISTINCT country FROM singer", dup_gold).score == 0.0
+    assert score(verifier, "SELECT DISTINCT country FROM singer", dup_gold, keep_distinct=True).score == 0.0
     assert score(verifier, "SELECT DISTINCT country FROM singer", dup_gold, compare="set").score == 1.0
+    # Inside an aggregate too (Spider's rule, kept as it is): count(DISTINCT x) runs as count(x).
+    counted = "SELECT count(DISTINCT country) FROM singer"
+    assert score(verifier, "SELECT count(country) FROM singer", counted).score == 1.0
+    assert score(verifier, "SELECT count(country) FROM singer", counted, keep_distinct=True).score == 0.0
+    # A DISTINCT inside a string or a quoted name is not a keyword.
+    assert score(verifier, "SELECT 'DISTINCT'", "SELECT 'DISTINCT'").score == 1.0
 
 
 def test_floats_computed_another_way(verifier: SqlVerifier) -> None:
@@ -209,6 +219,8 @@ def test_lexer_sees_through_strings_and_comments() -> None:
     assert not orders_rows(statements("SELECT a FROM t -- ORDER BY a")[0])
     assert not orders_rows(statements("SELECT 'ORDER BY' FROM t")[0])
     assert not orders_rows(statements("SELECT rank() OVER (ORDER BY a) FROM t")[0])
+    assert without_word("SELECT DISTINCT a, 'distinct', \"distinct\" FROM t -- distinct", "DISTINCT") == (
+        "SELECT  a, 'distinct', \"distinct\" FROM t -- distinct")
 
 
 def test_compare_column_permutations_are_bounded() -> None:

@@ -83,6 +83,19 @@ def statements(sql: str) -> list[list[Token]]:
     return [s for s in found if s]
 
 
+def without_word(sql: str, word: str) -> str:
+    """``sql`` with every occurrence of the keyword ``word`` cut out (never one inside a string, a quoted name or
+    a comment)."""
+    kept = []
+    pos = 0
+    for token in tokens(sql):
+        if token.kind == "word" and token.upper == word:
+            kept.append(sql[pos:token.start])
+            pos = token.end
+    kept.append(sql[pos:])
+    return "".join(kept)
+
+
 def orders_rows(statement: list[Token]) -> bool:
     """Whether the statement's result is ordered: an ``ORDER BY`` outside every parenthesis (one inside a subquery
     or a window does not order the rows that come out)."""

@@ -22,7 +22,7 @@ from verifiers.kinds.sql.compare import CompareMode, Rule, compare
 from verifiers.kinds.sql.databases import databases_dir, resolve_database
 from verifiers.kinds.sql.execute import QueryFailed, QueryLimits, QueryResult, run_query
 from verifiers.kinds.sql.extract import extract_query
-from verifiers.kinds.sql.lexer import orders_rows, statements
+from verifiers.kinds.sql.lexer import orders_rows, statements, without_word
 from verifiers.types import InvalidReference, Verdict
 
 SQL_KEYS = ("sql", "query", "SQL")
@@ -39,6 +39,9 @@ class SqlOptions(BaseOptions):
         "permuted; set: BIRD's set of rows; ordered: the same rows in the same order.")
     permute_columns: bool | None = Field(
         None, description="Accept the answer's columns in another order (default: true for spider, false otherwise).")
+    keep_distinct: bool | None = Field(
+        None, description="Run DISTINCT as written (default: false for spider, whose evaluation removes every DISTINCT "
+        "from both queries; true otherwise).")
     float_tolerance: float | None = Field(
         None, ge=0, le=1, description="Relative and absolute tolerance for numbers (default: exact, as Spider/BIRD).")
     query_timeout_s: float = Field(
@@ -121,6 +124,9 @@ class SqlVerifier(Verifier[SqlOptions]):
 
     def check(self, response: str, reference: Any, options: SqlOptions) -> Verdict:
         ref = parse_reference(reference)
+        keep_distinct = options.keep_distinct if options.keep_distinct is not None else options.compare != "spider"
+        if not keep_distinct:
+            ref = SqlReference(without_word(ref.sql, "DISTINCT"), ref.database)
         path = resolve_database(databases_dir(), ref.database)
         limits = QueryLimits(timeout_s=options.query_timeout_s, max_rows=options.max_rows)
         try:
@@ -142,13 +148,14 @@ class SqlVerifier(Verifier[SqlOptions]):
         )
         row_limit = None if rule.mode == "set" else len(gold.rows) + 1  # one more row already decides
         try:
-            answer = run_query(path, extracted.sql, limits, row_limit)
+            answer_sql = extracted.sql if keep_distinct else without_word(extracted.sql, "DISTINCT")
+            answer = run_query(path, answer_sql, limits, row_limit)
         except QueryFailed as failed:
             failure = {**shown, "error": failed.kind, "message": failed.message[:500]}
             if failed.kind == "refused":
                 return Verdict.rejected(f"query refused: {failed.message}", **failure)
             return Verdict.ok(0.0, f"query failed ({failed.kind}): {failed.message}", **failure)
-        details = {**shown, "compare": rule.mode, "order_matters": rule.order_matters,
+        details = {**shown, "compare": rule.mode, "order_matters": rule.order_matters, "keep_distinct": keep_distinct,
                    "rows": len(answer.rows), "gold_rows": len(gold.rows), "query_ms": answer.elapsed_ms}
         if not answer.complete:
             return Verdict.ok(0.0, f"returned more rows than the gold query's {len(gold.rows)}", **details)
