@@ -11,7 +11,7 @@ import pytest
 
 from tests.sql_helpers import build_databases, digest
 from verifiers.engine.local import LocalVerifier
-from verifiers.kinds.sql.execute import QueryLimits, open_readonly
+from verifiers.kinds.sql.execute import QueryFailed, QueryLimits, open_readonly, run_query
 from verifiers.types import Status, VerifyItem
 
 GOLD = {"sql": "SELECT name FROM singer WHERE age > 30", "database": "concert_singer"}
@@ -185,3 +185,14 @@ def test_the_authorizer_alone_refuses_what_the_statement_check_would(databases: 
         conn.close()
         printf.close()
     assert not drop.exists() and digest(db) == before
+
+
+def test_sqlite_heap_limit_ends_a_query_that_holds_too_much(databases: Path) -> None:
+    """A DISTINCT over a cartesian product grows an in-memory index until SQLite's heap limit refuses it; the next
+    query on a fresh connection runs as usual."""
+    db = databases / "concert_singer" / "concert_singer.sqlite"
+    query = "SELECT count(*) FROM (SELECT DISTINCT a.label || b.label FROM item a, item b)"
+    with pytest.raises(QueryFailed) as failed:
+        run_query(db, query, QueryLimits(timeout_s=30.0, heap_mb=16))
+    assert failed.value.kind == "memory" and "16 MiB" in failed.value.message
+    assert run_query(db, "SELECT count(*) FROM singer", QueryLimits()).rows == [(7,)]

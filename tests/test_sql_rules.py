@@ -162,7 +162,8 @@ def test_reference_faults_are_named(verifier: SqlVerifier, databases: Path) -> N
     for reference in ["SELECT 1", {"sql": "SELECT 1"}, {"database": "flat_db"}, {"sql": 3, "database": "flat_db"}]:
         with pytest.raises(InvalidReference):
             verifier.check("SELECT 1", reference, verifier.parse_options({}))
-    spider_row = {"db_id": "concert_singer", "query": "SELECT count(*) FROM singer", "question": "How many?"}
+    spider_row = {"db_id": "concert_singer", "query": "SELECT count(*) FROM singer", "question": "How many?",
+                  "sql": {"select": [False, [[3, [0, [0, "__all__", False], None]]]]}}  # Spider's parsed form
     assert verifier.check("SELECT count(*) FROM singer", spider_row, verifier.parse_options({})).score == 1.0
 
 

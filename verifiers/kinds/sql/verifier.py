@@ -65,7 +65,8 @@ class SqlReference:
 def parse_reference(reference: Any) -> SqlReference:
     if not isinstance(reference, dict):
         raise InvalidReference('the reference must be {"sql": GOLD_QUERY, "database": NAME}')
-    sql = next((reference[k] for k in SQL_KEYS if k in reference), None)
+    # The first key holding text: a Spider row's "sql" is its parsed form (a mapping), its "query" the text.
+    sql = next((reference[k] for k in SQL_KEYS if isinstance(reference.get(k), str)), None)
     database = next((reference[k] for k in DATABASE_KEYS if k in reference), None)
     if not isinstance(sql, str) or not sql.strip():
         raise InvalidReference("the reference has no gold query ('sql')")
