@@ -61,7 +61,9 @@ class QueryLimits:
     max_rows: int = 100_000
     max_value_bytes: int = 1_000_000  # longest string or blob a query may build
     max_result_bytes: int = 64 * 1024 * 1024  # text and blobs fetched, all rows together
-    heap_mb: int = 512  # SQLite's hard heap limit in this process
+    # SQLite's hard heap limit: process-wide, and SQLite only ever lowers it, so the smallest value any query in the
+    # process asked for holds (the verifier always asks for the same one).
+    heap_mb: int = 512
 
 
 @dataclass
