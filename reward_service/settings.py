@@ -181,6 +181,12 @@ class ShapingSettings(Block):
         default_factory=dict, description="Tokenizer name -> local directory, for the length verifier's unit=tokens.")
 
 
+class SqlSettings(Block):
+    prefix = "sql_"
+    databases_dir: str = Field(
+        "", description="Directory of the sql verifier's SQLite databases (NAME/NAME.sqlite or NAME.sqlite).")
+
+
 # Block name -> its model: the fields of ``Settings``, in this order.
 BLOCKS: dict[str, type[Block]] = {
     "server": ServerSettings,
@@ -194,6 +200,7 @@ BLOCKS: dict[str, type[Block]] = {
     "openrlhf": OpenRLHFSettings,
     "composition": CompositionSettings,
     "shaping": ShapingSettings,
+    "sql": SqlSettings,
 }
 
 # Flat name (file key; environment variable without the prefix, lower case) -> (block, field).
@@ -263,6 +270,7 @@ class Settings(BaseSettings):
     openrlhf: OpenRLHFSettings = Field(default_factory=OpenRLHFSettings)
     composition: CompositionSettings = Field(default_factory=CompositionSettings)
     shaping: ShapingSettings = Field(default_factory=ShapingSettings)
+    sql: SqlSettings = Field(default_factory=SqlSettings)
 
     @classmethod
     def settings_customise_sources(

@@ -69,6 +69,7 @@ class Runtime:
             memory_mb=settings.execution.worker_memory_mb,
             slow_after_s=settings.execution.worker_slow_after_s,
             length_tokenizers=settings.shaping.length_tokenizers,
+            sql_databases_dir=settings.sql.databases_dir,
         )
         async with AsyncExitStack() as stack:
             await pool.start()

@@ -58,7 +58,7 @@ def test_code_fence_scan_is_linear_and_unchanged() -> None:
     alphabet = ["```", "````", "~~~", "python", "py", " ", "\t", "\n", "x = 1", "`", "{"]
     for _ in range(5000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 16)))
-        assert extract._blocks(text) == old_blocks(text), text
+        assert extract.fenced_blocks(text) == old_blocks(text), text
     for flood in ("`" * 200_000, "```" + " " * 200_000, "```python\n" * 20_000):
         extract.extract_program(flood)
 

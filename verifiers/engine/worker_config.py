@@ -11,10 +11,11 @@ class WorkerConfig:
 
     memory_mb: int = 0  # RLIMIT_AS once the verifiers are imported and warm (0: none)
     length_tokenizers: dict[str, str] = field(default_factory=dict)  # name -> local directory (length unit=tokens)
+    sql_databases_dir: str = ""  # where the sql verifier finds its databases ("" : not configured)
 
     def kind_settings(self) -> dict[str, object]:
         """What the kinds read through ``verifiers.context.process_setting``."""
-        return {"length_tokenizers": dict(self.length_tokenizers)}
+        return {"length_tokenizers": dict(self.length_tokenizers), "sql_databases_dir": self.sql_databases_dir}
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

@@ -37,7 +37,7 @@ def canonical_language(name: str) -> str:
     return _CANONICAL.get(name.lower(), name.lower())
 
 
-def _blocks(text: str) -> list[tuple[str, str]]:
+def fenced_blocks(text: str) -> list[tuple[str, str]]:
     """(tag, body) of each fenced block in order; a fence closes only on the same fence characters."""
     blocks: list[tuple[str, str]] = []
     pos = 0
@@ -58,7 +58,7 @@ def _blocks(text: str) -> list[tuple[str, str]]:
 def extract_program(text: str, language: str = "python") -> Extracted | None:
     """None when the completion holds no code at all."""
     wanted = canonical_language(language)
-    blocks = _blocks(text)
+    blocks = fenced_blocks(text)
     tagged = [body for tag, body in blocks if tag and canonical_language(tag) == wanted]
     if tagged:
         code, source = tagged[-1], f"fenced:{wanted}"
