@@ -26,7 +26,8 @@ def verifier(databases: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SqlVe
     yield SqlVerifier()
 
 
-def score(verifier: SqlVerifier, answer: str, gold: str, database: str = "concert_singer", **options: object) -> Verdict:
+def score(verifier: SqlVerifier, answer: str, gold: str, database: str = "concert_singer",
+          **options: object) -> Verdict:
     return verifier.check(answer, {"sql": gold, "database": database}, verifier.parse_options(dict(options)))
 
 
