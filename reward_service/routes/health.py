@@ -38,6 +38,8 @@ async def metrics(services: ServicesDep) -> Response:
         stats = services.runtime.pool.stats
         services.metrics.workers_busy.set(stats.busy)
         services.metrics.worker_restarts.set(stats.restarts)
+        judges = services.runtime.resources.get("judges")
+        services.metrics.judge_limits.source = judges.limiter_stats if judges is not None else None
     services.metrics.queue_depth.set(services.admission.pending)
     return Response(services.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 

@@ -1,0 +1,284 @@
+"""Judge rate limits: the window account with a manual clock (exact, minutes in milliseconds), then the gate in
+front of a real HTTP judge double, counted where the double sees the calls arrive."""
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from reward_service.metrics import Metrics
+from tests.fakes.openai_server import FakeOpenAI, Reply, serve
+from tests.judge_helpers import MODULES, ManualClock, judge_backend, until
+from verifiers.context import request_source
+from verifiers.engine import Engine
+from verifiers.engine.registry import load_modules
+from verifiers.kinds.judges.backends import Sampling
+from verifiers.kinds.judges.ratelimit import Limits, RateLimiter, Window
+from verifiers.kinds.judges.registry import JudgeRegistry
+from verifiers.types import Status, VerifyItem
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeOpenAI]:
+    with serve(FakeOpenAI(latency_s=0.01)) as f:
+        yield f
+
+
+@pytest.fixture(autouse=True)
+def _clean(fake: FakeOpenAI) -> None:
+    fake.reset()
+
+
+def most_in_any_window(times: list[float], window: float) -> int:
+    """The largest number of events inside any half-open window [t, t + window)."""
+    times = sorted(times)
+    best, start = 0, 0
+    for end, t in enumerate(times):
+        while times[start] <= t - window + 1e-9:
+            start += 1
+        best = max(best, end - start + 1)
+    return best
+
+
+async def _serve_all(limiter: RateLimiter, clock: ManualClock, jobs: list[tuple[str, int]]) -> list[tuple[float, str]]:
+    """Every job (source, tokens) through the gate at once; the arrivals as a double behind it would count them."""
+    arrivals: list[tuple[float, str]] = []
+
+    async def one(source: str, tokens: int) -> None:
+        async with limiter.slot(source, tokens):
+            arrivals.append((clock.now(), source))
+
+    tasks = [asyncio.ensure_future(one(s, n)) for s, n in jobs]
+    await clock.drive(tasks)
+    return arrivals
+
+
+# ---------------------------------------------------------------- the window, exactly
+
+
+@pytest.mark.parametrize("burst", [None, 60])
+def test_200_items_never_exceed_60_rpm_in_any_window(burst: int | None) -> None:
+    clock = ManualClock()
+    limiter = RateLimiter(Limits(requests_per_minute=60, burst=burst), clock)
+    arrivals = asyncio.run(_serve_all(limiter, clock, [("a", 1)] * 150 + [("b", 1)] * 50))
+    times = [t for t, _ in arrivals]
+    assert len(times) == 200
+    assert most_in_any_window(times, 60.0) == 60  # the limit is used, never exceeded
+    if burst is None:  # paced: one per second, never two within a second
+        assert most_in_any_window(times, 1.0) == 1
+        assert max(times) == pytest.approx(199.0)
+    else:  # the whole minute's allowance at once, then the window slides
+        assert times.count(0.0) == 60
+    assert limiter.stats().requests == 200
+
+
+def test_second_source_is_served_interleaved_not_after_the_first() -> None:
+    clock = ManualClock()
+    limiter = RateLimiter(Limits(requests_per_minute=60, burst=60), clock)
+    arrivals = asyncio.run(_serve_all(limiter, clock, [("big", 1)] * 150 + [("small", 1)] * 20))
+    order = [s for _, s in arrivals]
+    # The first minute's 60 go to the request that came first; from the next grant on, turns alternate.
+    assert order[:60] == ["big"] * 60
+    assert order[60:100] == ["big", "small"] * 20
+    last_small = max(t for t, s in arrivals if s == "small")
+    assert last_small == 60.0 and max(t for t, _ in arrivals) == 120.0  # FIFO: "small" would wait for t = 120
+
+
+def test_tpm_counts_estimates_then_usage() -> None:
+    window = Window(Limits(tokens_per_minute=1000))
+    first = window.take(0.0, 400)
+    window.take(1.0, 400)
+    assert window.wait(2.0, 400) == pytest.approx(58.0)  # 1200 > 1000: wait for the first call to leave
+    window.settle(first, 50)  # the server said it used 50
+    assert window.wait(2.0, 400) == 0.0
+    assert window.used(2.0) == (2, 450)
+    assert window.wait(2.0, 5000) == pytest.approx(59.0)  # bigger than the whole budget: alone, window empty
+    assert window.used(61.0) == (0, 0)
+    assert window.wait(61.0, 5000) == 0.0
+
+
+def test_tpm_limit_holds_over_many_calls_with_corrections() -> None:
+    clock = ManualClock()
+    limiter = RateLimiter(Limits(tokens_per_minute=1000), clock)
+    charged: list[tuple[float, int]] = []
+
+    async def one(i: int) -> None:
+        async with limiter.slot(f"s{i % 3}", 300) as grant:
+            used = 100 + (i * 37) % 250  # what the server reports differs from the estimate
+            limiter.settle(grant, used)
+            charged.append((clock.now(), used))
+
+    async def go() -> None:
+        await clock.drive([asyncio.ensure_future(one(i)) for i in range(60)])
+
+    asyncio.run(go())
+    assert len(charged) == 60
+    for t0, _ in charged:  # in every window starting at a grant, usage stays within the budget
+        assert sum(n for t, n in charged if t0 <= t < t0 + 60.0) <= 1000
+    assert limiter.stats().tokens == sum(n for _, n in charged)
+
+
+def test_retry_after_pause_holds_every_source() -> None:
+    clock = ManualClock()
+    limiter = RateLimiter(Limits(), clock)
+
+    async def go() -> list[tuple[float, str]]:
+        limiter.pause(30.0)
+        return await _serve_all(limiter, clock, [("a", 1), ("b", 1), ("a", 1)])
+
+    arrivals = asyncio.run(go())
+    assert [t for t, _ in arrivals] == [30.0, 30.0, 30.0]
+    assert [s for _, s in arrivals] == ["a", "b", "a"]
+    assert limiter.stats().pauses == 1
+
+
+def test_concurrency_cap_and_cancelled_waiter() -> None:
+    clock = ManualClock()
+    limiter = RateLimiter(Limits(max_concurrency=1), clock)
+
+    async def go() -> list[str]:
+        served: list[str] = []
+        release = asyncio.Event()
+
+        async def hold(name: str) -> None:
+            async with limiter.slot(name, 1):
+                served.append(name)
+                await release.wait()
+
+        first = asyncio.ensure_future(hold("first"))
+        await asyncio.sleep(0)
+        gone = asyncio.ensure_future(hold("gone"))
+        last = asyncio.ensure_future(hold("last"))
+        await asyncio.sleep(0)
+        assert limiter.stats().waiting == 2 and limiter.stats().in_flight == 1
+        gone.cancel()
+        await asyncio.sleep(0)
+        release.set()
+        await asyncio.gather(first, last)
+        assert limiter.stats().in_flight == 0 and limiter.stats().waiting == 0
+        return served
+
+    assert asyncio.run(go()) == ["first", "last"]
+
+
+# ---------------------------------------------------------------- the gate in front of a real HTTP double
+
+
+def _item(source: str, i: int) -> VerifyItem:
+    return VerifyItem("judge_reference", f"{source}-{i}: the answer is {i}", str(i))
+
+
+def test_real_time_120_rpm_counted_at_the_double(fake: FakeOpenAI) -> None:
+    async def go() -> list[str]:
+        judges = JudgeRegistry({"default": judge_backend(fake.url, requests_per_minute=120)}, cache_size=0)
+        engine = Engine(load_modules(MODULES), resources={"judges": judges}, default_timeout_s=60)
+        try:
+            verdicts = await engine.verify_many([_item("x", i) for i in range(9)])
+        finally:
+            await judges.aclose()
+        return [v.status.value for v in verdicts]
+
+    assert asyncio.run(go()) == ["ok"] * 9
+    arrivals = sorted(fake.arrivals)
+    assert len(arrivals) == 9
+    interval, burst, slack = 0.5, 2, 0.15  # 120 RPM: one per 0.5 s after a burst of its per-second share (2)
+    for i in range(len(arrivals)):
+        for j in range(i + 1, len(arrivals)):
+            assert arrivals[j] - arrivals[i] >= (j - i + 1 - burst) * interval - slack, (i, j, arrivals)
+    assert most_in_any_window(arrivals, 60.0) <= 120
+
+
+def test_second_client_not_starved_through_the_engine(fake: FakeOpenAI) -> None:
+    async def client(engine: Engine, source: str, n: int) -> list[str]:
+        request_source.set(source)  # what the server sets per request
+        return [v.status.value for v in await engine.verify_many([_item(source, i) for i in range(n)])]
+
+    async def go() -> None:
+        judges = JudgeRegistry({"default": judge_backend(fake.url, max_concurrency=1)}, cache_size=0)
+        engine = Engine(load_modules(MODULES), resources={"judges": judges}, default_timeout_s=60)
+        try:
+            big = asyncio.ensure_future(client(engine, "big", 30))
+            await until(lambda: fake.calls > 0)  # the big request's items are queued at the gate first
+            small = asyncio.ensure_future(client(engine, "small", 5))
+            assert await big == ["ok"] * 30 and await small == ["ok"] * 5
+        finally:
+            await judges.aclose()
+
+    asyncio.run(go())
+    seen = ["small" if "small-" in p else "big" for p in fake.prompts()]
+    positions = [i for i, s in enumerate(seen) if s == "small"]
+    assert len(positions) == 5 and max(positions) <= 14, seen  # FIFO would put them at 30..34
+
+
+def test_tpm_corrected_from_the_usage_the_server_returns(fake: FakeOpenAI) -> None:
+    """Each call is estimated at 400+ tokens against a 1000 TPM budget; the double reports 20. Without the
+    correction the third call would wait a minute (and the test would time out)."""
+    fake.queue(*[Reply(usage={"prompt_tokens": 15, "completion_tokens": 5, "total_tokens": 20})] * 10)
+
+    async def go() -> tuple[int, int]:
+        backend = judge_backend(fake.url, tokens_per_minute=1000)
+        try:
+            for i in range(10):
+                messages = [{"role": "user", "content": f"question {i}"}]
+                await asyncio.wait_for(backend.complete(messages, Sampling(max_tokens=400)), 20)
+            stats = backend.limiter_stats()
+            return stats.tokens, stats.window_tokens
+        finally:
+            await backend.aclose()
+
+    assert asyncio.run(go()) == (200, 200)
+    assert fake.calls == 10
+
+
+@pytest.mark.parametrize("header", ["seconds", "http-date"])
+def test_retry_after_pauses_other_calls_too(fake: FakeOpenAI, header: str) -> None:
+    value = "1" if header == "seconds" else email.utils.formatdate(time.time() + 2, usegmt=True)
+    fake.queue(Reply(status=429, headers={"Retry-After": value}))
+
+    async def go() -> list[str]:
+        backend = judge_backend(fake.url, max_retries=2, backoff_max_s=5.0)
+        try:
+            first = asyncio.ensure_future(
+                backend.complete([{"role": "user", "content": "one"}], Sampling()))
+            await until(lambda: fake.calls > 0)
+            await asyncio.sleep(0.1)  # the 429 is back and the pause set before the other call starts
+            others = [backend.complete([{"role": "user", "content": f"other {i}"}], Sampling())
+                      for i in range(3)]
+            return list(await asyncio.gather(first, *others))
+        finally:
+            await backend.aclose()
+
+    assert len(asyncio.run(go())) == 4
+    arrivals = sorted(fake.arrivals)
+    assert len(arrivals) == 5  # the refused call, its retry, three others
+    # An HTTP date has whole seconds: 2 s ahead is at least 1 s away when it is read.
+    assert all(t - arrivals[0] >= 0.9 for t in arrivals[1:]), arrivals
+
+
+def test_limits_visible_in_metrics(fake: FakeOpenAI) -> None:
+    async def go() -> bytes:
+        judges = JudgeRegistry({"default": judge_backend(fake.url, requests_per_minute=600, tokens_per_minute=90_000)})
+        engine = Engine(load_modules(MODULES), resources={"judges": judges}, default_timeout_s=60)
+        try:
+            verdicts = await engine.verify_many([_item("m", i) for i in range(3)])
+            assert all(v.status == Status.OK for v in verdicts)
+            metrics = Metrics()
+            metrics.judge_limits.source = judges.limiter_stats
+            return metrics.render()
+        finally:
+            await judges.aclose()
+
+    text = asyncio.run(go()).decode()
+    lines = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+             if line.startswith("reward_judge_")}
+    assert lines['reward_judge_limit_requests_per_minute{backend="default"}'] == 600
+    assert lines['reward_judge_limit_tokens_per_minute{backend="default"}'] == 90_000
+    assert lines['reward_judge_requests_total{backend="default"}'] == 3
+    assert lines['reward_judge_window_requests{backend="default"}'] == 3
+    assert 0 < lines['reward_judge_tokens_total{backend="default"}'] == lines[
+        'reward_judge_window_tokens{backend="default"}']
+    assert lines['reward_judge_queue_depth{backend="default"}'] == 0
+    assert 'reward_judge_rate_wait_seconds_total{backend="default"}' in lines
