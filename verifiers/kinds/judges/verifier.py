@@ -21,7 +21,7 @@ from verifiers.kinds.judges.parse import CriterionMark, JudgeParseError, parse_c
 from verifiers.types import InvalidReference, UnknownVerifier, Verdict, VerifyItem
 
 T = TypeVar("T")
-JUDGE_VERIFIERS = ("judge_reference", "rubric", "checklist", "pairwise")
+JUDGE_VERIFIERS = ("judge_reference", "rubric", "checklist", "pairwise", "generative_prm")
 
 
 class JudgeOptions(BaseOptions):
