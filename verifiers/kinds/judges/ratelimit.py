@@ -291,9 +291,12 @@ class RateLimiter:
     def _kick(self) -> None:
         if self._changed is not None:
             self._changed.set()
-        if self._queues and (self._pump is None or self._pump.done()):
+        if not self._queues:
+            return
+        loop = asyncio.get_running_loop()
+        if self._pump is None or self._pump.done() or self._pump.get_loop() is not loop:  # a new loop: a new pump
             self._changed = asyncio.Event()
-            self._pump = asyncio.get_running_loop().create_task(self._run(), name="judge-rate-limiter")
+            self._pump = loop.create_task(self._run(), name="judge-rate-limiter")
 
     async def _run(self) -> None:
         changed = self._changed
