@@ -87,6 +87,27 @@ def test_second_source_is_served_interleaved_not_after_the_first() -> None:
     assert last_small == 60.0 and max(t for t, _ in arrivals) == 120.0  # FIFO: "small" would wait for t = 120
 
 
+def test_a_client_with_many_requests_gets_one_client_share() -> None:
+    """Turns go to clients first: ten parallel requests of one client do not get ten times a lone client's share."""
+    clock = ManualClock()
+    limiter = RateLimiter(Limits(requests_per_minute=60), clock)
+    arrivals: list[tuple[str, str]] = []
+
+    async def one(client: str, source: str) -> None:
+        async with limiter.slot(source, 1, client):
+            arrivals.append((client, source))
+
+    async def go() -> None:
+        jobs = [("many", f"r{r}") for r in range(10) for _ in range(4)] + [("lone", "only")] * 20
+        await clock.drive([asyncio.ensure_future(one(c, s)) for c, s in jobs])
+
+    asyncio.run(go())
+    order = [c for c, _ in arrivals]
+    assert order[1:41] == ["many", "lone"] * 20  # after the first grant, strict alternation between the clients
+    many = [s for c, s in arrivals if c == "many"]
+    assert len(set(many[1:11])) == 10  # and within the client, its requests take turns (the first went at once)
+
+
 def test_tpm_counts_estimates_then_usage() -> None:
     window = Window(Limits(tokens_per_minute=1000))
     first = window.take(0.0, 400)

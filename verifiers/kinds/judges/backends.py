@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from sandbox.fairslots import run_client
 from verifiers.context import request_source
 from verifiers.kinds.judges.ratelimit import Clock, Grant, LimiterStats, Limits, RateLimiter
 from verifiers.types import VerifierUnavailable
@@ -197,7 +198,7 @@ class OpenAIChatBackend:
             wait = self._backoff(attempt)
             tokens = self.estimate(messages, sampling.max_tokens)
             try:
-                async with self.limiter.slot(request_source.get(), tokens) as grant:
+                async with self.limiter.slot(request_source.get(), tokens, run_client.get()) as grant:
                     response = await self._client.post("/chat/completions", json=payload)
                     body = self._charge(grant, messages, response)
             except httpx.TimeoutException:

@@ -7,8 +7,8 @@ not sent in one burst that a provider enforcing per-second shares would refuse. 
 before it is sent and corrected from the ``usage`` the server returns. A Retry-After from the server pauses every
 call of the backend, not only the one refused.
 
-``RateLimiter`` hands out turns round-robin between sources (the request each call belongs to), each source first
-in first out: one request's thousand items cannot hold back another's few. The same gate caps the calls in flight,
+``RateLimiter`` hands out turns round-robin between clients, and within a client between its sources (the request
+each call belongs to), each source first in first out: one request's thousand items cannot hold back another's few. The same gate caps the calls in flight,
 so a call is counted when it is sent, not when it starts to wait for a connection. Time comes from an injected
 clock, so tests drive the window exactly without sleeping.
 """
@@ -18,10 +18,12 @@ import asyncio
 import math
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Hashable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
+
+T = TypeVar("T")
 
 # Below this a wait is float noise (a clock advanced to an expiry can land a hair short of it).
 _EPSILON_S = 1e-9
@@ -140,6 +142,78 @@ class Window:
         self.paused_until = max(self.paused_until, now + seconds)
 
 
+class Turns(Generic[T]):
+    """Waiters taken one client at a time in turn, within a client one source (request) at a time in turn, each
+    source first in first out. A client sending 50 requests at once gets one client's share, and its small request
+    is not stuck behind its own big one."""
+
+    def __init__(self) -> None:
+        self._clients: dict[Hashable, tuple[dict[Hashable, deque[T]], deque[Hashable]]] = {}
+        self._order: deque[Hashable] = deque()  # clients with waiters, in the order they are served next
+
+    def __len__(self) -> int:
+        return sum(len(q) for sources, _ in self._clients.values() for q in sources.values())
+
+    def __bool__(self) -> bool:
+        return bool(self._order)
+
+    def push(self, client: Hashable, source: Hashable, item: T) -> None:
+        entry = self._clients.get(client)
+        if entry is None:
+            entry = self._clients[client] = ({}, deque())
+            self._order.append(client)
+        sources, turns = entry
+        queue = sources.get(source)
+        if queue is None:
+            queue = sources[source] = deque()
+            turns.append(source)
+        queue.append(item)
+
+    def peek(self) -> T | None:
+        if not self._order:
+            return None
+        sources, turns = self._clients[self._order[0]]
+        return sources[turns[0]][0]
+
+    def pop(self, rotate: bool = True) -> T:
+        """The head; with ``rotate``, its source and its client go to the back of their lines."""
+        client = self._order[0]
+        sources, turns = self._clients[client]
+        source = turns[0]
+        item = sources[source].popleft()
+        turns.popleft()
+        if sources[source]:
+            if rotate:
+                turns.append(source)
+            else:
+                turns.appendleft(source)
+        else:
+            del sources[source]
+        self._order.popleft()
+        if turns:
+            if rotate:
+                self._order.append(client)
+            else:
+                self._order.appendleft(client)
+        else:
+            del self._clients[client]
+        return item
+
+    def remove(self, client: Hashable, source: Hashable, item: T) -> None:
+        entry = self._clients.get(client)
+        queue = entry[0].get(source) if entry is not None else None
+        if entry is None or queue is None or item not in queue:
+            return
+        queue.remove(item)
+        sources, turns = entry
+        if not queue:
+            del sources[source]
+            turns.remove(source)
+        if not turns:
+            del self._clients[client]
+            self._order.remove(client)
+
+
 @dataclass
 class LimiterStats:
     """Totals since start, and the state now, for /metrics."""
@@ -173,8 +247,7 @@ class RateLimiter:
         self.limits = limits
         self.clock: Clock = clock or MonotonicClock()
         self.window = Window(limits)
-        self._queues: dict[str, deque[_Waiter]] = {}
-        self._turns: deque[str] = deque()
+        self._waiting: Turns[_Waiter] = Turns()
         self._in_flight = 0
         self._pump: asyncio.Task[None] | None = None
         self._changed: asyncio.Event | None = None
@@ -187,31 +260,29 @@ class RateLimiter:
     def stats(self) -> LimiterStats:
         now = self.clock.now()
         s = self._stats
-        s.waiting = sum(len(q) for q in self._queues.values())
+        s.waiting = len(self._waiting)
         s.in_flight = self._in_flight
         s.window_requests, s.window_tokens = self.window.used(now)
         s.paused_s = max(0.0, self.window.paused_until - now)
         return s
 
     @asynccontextmanager
-    async def slot(self, source: str, tokens: int) -> AsyncIterator[Grant]:
+    async def slot(self, source: Hashable, tokens: int, client: Hashable | None = None) -> AsyncIterator[Grant]:
         """Hold one call's turn: granted within the limits, released (for the concurrency cap) on exit."""
-        grant = await self.acquire(source, tokens)
+        grant = await self.acquire(source, tokens, client)
         try:
             yield grant
         finally:
             self.release()
 
-    async def acquire(self, source: str, tokens: int) -> Grant:
+    async def acquire(self, source: Hashable, tokens: int, client: Hashable | None = None) -> Grant:
+        """Wait for the turn of ``source`` (a request) of ``client`` (default: a client of its own)."""
         now = self.clock.now()
-        if not self._queues and self._free() and self.window.wait(now, tokens) == 0.0:
+        if not self._waiting and self._free() and self.window.wait(now, tokens) == 0.0:
             return self._grant(now, tokens, now)
         waiter = _Waiter(tokens, now, asyncio.get_running_loop().create_future())
-        queue = self._queues.get(source)
-        if queue is None:
-            queue = self._queues[source] = deque()
-            self._turns.append(source)
-        queue.append(waiter)
+        who = source if client is None else client
+        self._waiting.push(who, source, waiter)
         self._kick()
         try:
             return await waiter.future
@@ -219,7 +290,8 @@ class RateLimiter:
             if waiter.future.done() and not waiter.future.cancelled():
                 self.release()  # granted just as the caller gave up: the call is not made
             else:
-                self._forget(source, waiter)
+                self._waiting.remove(who, source, waiter)
+                self._kick()
             raise
 
     def release(self) -> None:
@@ -256,42 +328,15 @@ class RateLimiter:
         self._stats.tokens += tokens
         return self.window.take(now, tokens)
 
-    def _forget(self, source: str, waiter: _Waiter) -> None:
-        queue = self._queues.get(source)
-        if queue is None or waiter not in queue:
-            return
-        queue.remove(waiter)
-        if not queue:
-            del self._queues[source]
-            self._turns.remove(source)
-        self._kick()
-
-    def _head(self) -> tuple[str, _Waiter] | None:
-        while self._turns:
-            source = self._turns[0]
-            queue = self._queues[source]
-            if queue[0].future.done():  # cancelled while waiting
-                queue.popleft()
-                if not queue:
-                    del self._queues[source]
-                    self._turns.popleft()
-                continue
-            return source, queue[0]
-        return None
-
-    def _pop_head(self, source: str) -> None:
-        self._turns.popleft()
-        queue = self._queues[source]
-        queue.popleft()
-        if queue:
-            self._turns.append(source)  # its next call waits for every other source's turn
-        else:
-            del self._queues[source]
+    def _head(self) -> _Waiter | None:
+        while (head := self._waiting.peek()) is not None and head.future.done():  # cancelled while waiting
+            self._waiting.pop(rotate=False)
+        return head
 
     def _kick(self) -> None:
         if self._changed is not None:
             self._changed.set()
-        if not self._queues:
+        if not self._waiting:
             return
         loop = asyncio.get_running_loop()
         if self._pump is None or self._pump.done() or self._pump.get_loop() is not loop:  # a new loop: a new pump
@@ -303,14 +348,13 @@ class RateLimiter:
         assert changed is not None
         while True:
             changed.clear()
-            head = self._head()
-            if head is None:
+            waiter = self._head()
+            if waiter is None:
                 return
-            source, waiter = head
             now = self.clock.now()
             delay = self.window.wait(now, waiter.tokens) if self._free() else math.inf
             if delay == 0.0:
-                self._pop_head(source)
+                self._waiting.pop()
                 waiter.future.set_result(self._grant(now, waiter.tokens, waiter.since))
                 continue
             await self._wait(changed, delay)
