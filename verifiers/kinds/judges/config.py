@@ -33,7 +33,7 @@ class OpenAIBackendConfig(_BackendConfig):
         "(prompt length, max_tokens), corrected from the usage the server returns; unset: no limit.")
     burst: int | None = Field(
         None, ge=1, description="Calls sent back to back before pacing to one per 60/requests_per_minute s "
-        "(default: requests_per_minute / 60, at least 1).")
+        "(default 1: calls evenly spaced).")
 
     def resolved_key(self) -> str | None:
         if self.api_key is not None:

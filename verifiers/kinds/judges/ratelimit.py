@@ -49,7 +49,7 @@ class Limits:
 
     requests_per_minute: int | None = None
     tokens_per_minute: int | None = None
-    burst: int | None = None  # calls sent back to back before pacing starts; None: the per-second share, >= 1
+    burst: int | None = None  # calls sent back to back before pacing starts; None: 1 (evenly spaced)
     max_concurrency: int | None = None
     window_s: float = 60.0
 
@@ -57,9 +57,7 @@ class Limits:
     def effective_burst(self) -> int | None:
         if self.requests_per_minute is None:
             return None
-        if self.burst is not None:
-            return max(1, min(self.burst, self.requests_per_minute))
-        return max(1, math.ceil(self.requests_per_minute / self.window_s))
+        return max(1, min(self.burst or 1, self.requests_per_minute))
 
 
 @dataclass
