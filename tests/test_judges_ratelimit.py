@@ -15,7 +15,7 @@ from tests.judge_helpers import MODULES, ManualClock, judge_backend, until
 from verifiers.context import request_source
 from verifiers.engine import Engine
 from verifiers.engine.registry import load_modules
-from verifiers.kinds.judges.backends import Sampling
+from verifiers.kinds.judges.backends import Sampling, TokenEstimate, usage_tokens
 from verifiers.kinds.judges.ratelimit import Limits, RateLimiter, Window
 from verifiers.kinds.judges.registry import JudgeRegistry
 from verifiers.types import Status, VerifyItem
@@ -303,3 +303,27 @@ def test_limits_visible_in_metrics(fake: FakeOpenAI) -> None:
         'reward_judge_window_tokens{backend="default"}']
     assert lines['reward_judge_queue_depth{backend="default"}'] == 0
     assert 'reward_judge_rate_wait_seconds_total{backend="default"}' in lines
+
+
+@pytest.mark.parametrize(("body", "expected"), [
+    ({"usage": {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15}}, (12, 15)),
+    ({"usage": {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 0}}, (12, 15)),  # servers that send 0
+    ({"usage": {"prompt_tokens": 12}}, (12, 12)),
+    ({"usage": {"prompt_tokens": True, "total_tokens": 5}}, None),
+    ({"usage": {"prompt_tokens": "12", "total_tokens": 15}}, None),
+    ({"usage": None}, None),
+    ({}, None),
+    ([], None),
+])
+def test_usage_is_read_only_when_well_formed(body: object, expected: tuple[int, int] | None) -> None:
+    assert usage_tokens(body) == expected
+
+
+def test_token_estimate_learns_from_usage() -> None:
+    estimate = TokenEstimate()
+    messages = [{"role": "user", "content": "x" * 3000}]
+    first = estimate(messages, 100)
+    assert first == 1000 + 4 + 100  # 3 characters per token until the server says otherwise
+    for _ in range(30):
+        estimate.learn(messages, 500)  # the server counts 6 characters per token
+    assert estimate(messages, 100) == pytest.approx(500 + 4 + 100, abs=5)

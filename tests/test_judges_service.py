@@ -103,3 +103,16 @@ def test_judge_rate_limits_in_metrics(live: LiveServer, fake: FakeOpenAI) -> Non
     assert 'reward_judge_limit_requests_per_minute{backend="down"}' not in values  # no limit set, none shown
     assert values['reward_judge_requests_total{backend="default"}'] >= 3
     assert values['reward_judge_queue_depth{backend="default"}'] == 0
+
+
+def test_generative_prm_over_http_names_an_off_format_critique(live: LiveServer, fake: FakeOpenAI) -> None:
+    """The double here is a verdict judge, not a step critic: its answer has no step verdicts, which is an error
+    with the reason, never a score."""
+    fake.reset()
+    [result] = _post(live, [{"verifier": "generative_prm", "response": "2 + 2 = 4.\n\nSo the answer is 4.",
+                             "reference": {"problem": "What is 2 + 2?"}}])
+    assert result["status"] == "error" and result["score"] is None
+    assert "neither format" in result["reason"] and fake.calls == 1
+    with live.client() as c:
+        names = [v["name"] for v in c.get("/v1/verifiers").json()["verifiers"]]
+    assert "generative_prm" in names
