@@ -327,3 +327,22 @@ def test_token_estimate_learns_from_usage() -> None:
     for _ in range(30):
         estimate.learn(messages, 500)  # the server counts 6 characters per token
     assert estimate(messages, 100) == pytest.approx(500 + 4 + 100, abs=5)
+
+
+def test_items_that_time_out_at_the_gate_spend_no_calls(fake: FakeOpenAI) -> None:
+    """Under 60 RPM the second call waits a second at the gate; items giving up before that leave the queue and their
+    calls are never sent (the cache cancels a call once nobody waits for it)."""
+    async def go() -> tuple[list[str], int]:
+        judges = JudgeRegistry({"default": judge_backend(fake.url, requests_per_minute=60)})
+        engine = Engine(load_modules(MODULES), resources={"judges": judges}, default_timeout_s=60)
+        try:
+            items = [VerifyItem("judge_reference", f"the answer is {i}", str(i), {"timeout_s": 0.3}) for i in range(5)]
+            verdicts = await engine.verify_many(items)
+            await asyncio.sleep(1.5)  # past the pacing interval: an abandoned call would have gone by now
+            return [v.status.value for v in verdicts], judges.limiter_stats()["default"].waiting
+        finally:
+            await judges.aclose()
+
+    statuses, waiting = asyncio.run(go())
+    assert statuses == ["ok"] + ["timeout"] * 4
+    assert fake.calls == 1 and waiting == 0
