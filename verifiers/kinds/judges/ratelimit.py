@@ -85,7 +85,7 @@ class Window:
         return self.limits.window_s / rpm if rpm else 0.0
 
     def expire(self, now: float) -> None:
-        horizon = now - self.limits.window_s
+        horizon = now - self.limits.window_s + _EPSILON_S  # the same tolerance as ``wait``: due is gone
         while self._requests and self._requests[0].at <= horizon:
             gone = self._requests.popleft()
             gone.live = False
