@@ -254,10 +254,11 @@ def test_tpm_corrected_from_the_usage_the_server_returns(fake: FakeOpenAI) -> No
     assert fake.calls == 10
 
 
-@pytest.mark.parametrize("header", ["seconds", "http-date"])
-def test_retry_after_pauses_other_calls_too(fake: FakeOpenAI, header: str) -> None:
+@pytest.mark.parametrize(("status", "header"), [(429, "seconds"), (429, "http-date"), (503, "seconds"),
+                                                 (503, "http-date")])
+def test_retry_after_pauses_other_calls_too(fake: FakeOpenAI, status: int, header: str) -> None:
     value = "1" if header == "seconds" else email.utils.formatdate(time.time() + 2, usegmt=True)
-    fake.queue(Reply(status=429, headers={"Retry-After": value}))
+    fake.queue(Reply(status=status, headers={"Retry-After": value}))
 
     async def go() -> list[str]:
         backend = judge_backend(fake.url, max_retries=2, backoff_max_s=5.0)
