@@ -32,21 +32,45 @@ async def evaluate(hub: Any, model: str, data_dir: Path, subsets: list[str], thr
     return await evaluate_scorer(score, data_dir, subsets, threshold, limit, sample)
 
 
-def generative_scorer(engine: Any, backend: str | None, options: dict[str, Any]) -> Scorer:
+def generative_scorer(engine: Any, backend: str | None, options: dict[str, Any],
+                      requests_per_minute: int | None = None) -> Scorer:
     """Step scores from the ``generative_prm`` verifier through the engine (its cache, rate gate and deadlines); a
-    verdict other than ok (an unreadable critique, an unavailable judge) is a sample that could not be scored."""
+    verdict other than ok (an unreadable critique, an unavailable judge) is a sample that could not be scored.
+
+    Under a rate limit the samples go in chunks of about two minutes of calls, so none waits at the gate past its
+    deadline (a whole subset at once against 60 RPM would time most of them out)."""
+    calls_per_step = int(options.get("samples", 1))
+    per_step = options.get("mode") == "per_step"
+
     async def score(pairs: list[tuple[str, list[str]]]) -> list[Sequence[float] | BaseException]:
-        items = [VerifyItem("generative_prm", "", problem, {**options, "backend": backend, "steps": steps})
-                 for problem, steps in pairs]
         out: list[Sequence[float] | BaseException] = []
-        for verdict in await engine.verify_many(items):
-            if verdict.status == Status.OK:
-                out.append(verdict.details["step_scores"])
-            else:
-                out.append(RuntimeError(f"{verdict.status.value}: {verdict.reason}"))
+        costs = [calls_per_step * (len(steps) if per_step else 1) for _, steps in pairs]
+        for start, end in call_chunks(costs, None if requests_per_minute is None else 2 * requests_per_minute):
+            items = [VerifyItem("generative_prm", "", problem, {**options, "backend": backend, "steps": steps})
+                     for problem, steps in pairs[start:end]]
+            for verdict in await engine.verify_many(items):
+                if verdict.status == Status.OK:
+                    out.append(verdict.details["step_scores"])
+                else:
+                    out.append(RuntimeError(f"{verdict.status.value}: {verdict.reason}"))
         return out
 
     return score
+
+
+def call_chunks(costs: Sequence[int], budget: int | None) -> list[tuple[int, int]]:
+    """Consecutive (start, end) ranges whose costs (judge calls) sum to at most ``budget`` (a range holds at least one
+    item, whatever it costs); one range for everything when there is no budget."""
+    if budget is None or not costs:
+        return [(0, len(costs))] if costs else []
+    ranges, start, total = [], 0, 0
+    for i, cost in enumerate(costs):
+        if i > start and total + cost > budget:
+            ranges.append((start, i))
+            start, total = i, 0
+        total += cost
+    ranges.append((start, len(costs)))
+    return ranges
 
 
 def spread(samples: list[dict[str, Any]], n: int | None) -> list[dict[str, Any]]:
@@ -124,7 +148,9 @@ def prm_eval(
                 hub = runtime.resources["models"]
                 await hub.wait_ready()
                 return await evaluate(hub, model, data_dir, wanted, threshold, limit, sample)
-            score = generative_scorer(runtime.engine, judge, {**options, "threshold": threshold})
+            limits = getattr(runtime.resources["judges"].get(judge), "limiter", None)
+            rpm = limits.limits.requests_per_minute if limits is not None else None
+            score = generative_scorer(runtime.engine, judge, {**options, "threshold": threshold}, rpm)
             return await evaluate_scorer(score, data_dir, wanted, threshold, limit, sample)
 
     rows = asyncio.run(run())

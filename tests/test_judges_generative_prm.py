@@ -188,3 +188,14 @@ def test_prm_eval_reports_generative_prm_f1(shared_data: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "reward_service", "prm-eval", "--judge", "nope", "--data-dir",
                           str(data)], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert bad.returncode != 0 and "not configured" in bad.stderr
+
+
+def test_prm_eval_chunks_calls_to_the_rate_limit() -> None:
+    from reward_service.prm_eval import call_chunks
+
+    assert call_chunks([1] * 5, None) == [(0, 5)] and call_chunks([], 10) == []
+    assert call_chunks([1] * 5, 2) == [(0, 2), (2, 4), (4, 5)]
+    assert call_chunks([3, 9, 1, 1, 4], 5) == [(0, 1), (1, 2), (2, 4), (4, 5)]  # one over the budget goes alone
+    ranges = call_chunks([7, 2, 5, 5, 1, 8, 3], 10)
+    assert [b for _, b in ranges][-1] == 7 and all(a < b for a, b in ranges)
+    assert all(sum([7, 2, 5, 5, 1, 8, 3][a:b]) <= 10 for a, b in ranges)
