@@ -413,3 +413,19 @@ def test_limits_hold_under_a_hostile_mix() -> None:
     stats = limiter.stats()
     assert stats.waiting == 0 and stats.in_flight == 0
     assert stats.tokens == sum(c[0] for _, c in sent)
+
+
+def test_closing_the_gate_fails_its_waiters() -> None:
+    async def go() -> BaseException | None:
+        limiter = RateLimiter(Limits(max_concurrency=1))
+        await limiter.acquire("a", 1)
+        waiting = asyncio.ensure_future(limiter.acquire("b", 1))
+        await asyncio.sleep(0)
+        await limiter.aclose(ValueError("shut down"))
+        try:
+            await waiting
+        except ValueError as exc:
+            return exc
+        return None
+
+    assert str(asyncio.run(go())) == "shut down"

@@ -166,7 +166,7 @@ class OpenAIChatBackend:
         return None
 
     async def aclose(self) -> None:
-        await self.limiter.aclose()
+        await self.limiter.aclose(VerifierUnavailable(f"judge backend {self.name!r} shut down"))
         await self._client.aclose()
 
     def limiter_stats(self) -> LimiterStats:

@@ -239,7 +239,7 @@ class _Waiter:
 
 class RateLimiter:
     """The gate every call of one backend passes: limits, pacing, Retry-After pauses and the concurrency cap,
-    with turns taken round-robin between sources."""
+    with turns taken round-robin between clients, then between their sources."""
 
     def __init__(self, limits: Limits, clock: Clock | None = None) -> None:
         self.limits = limits
@@ -250,10 +250,6 @@ class RateLimiter:
         self._pump: asyncio.Task[None] | None = None
         self._changed: asyncio.Event | None = None
         self._stats = LimiterStats(limits.requests_per_minute, limits.tokens_per_minute, limits.max_concurrency)
-
-    @property
-    def limited(self) -> bool:
-        return self.limits.requests_per_minute is not None or self.limits.tokens_per_minute is not None
 
     def stats(self) -> LimiterStats:
         now = self.clock.now()
@@ -309,11 +305,16 @@ class RateLimiter:
         self._stats.pauses += 1
         self._kick()
 
-    async def aclose(self) -> None:
+    async def aclose(self, error: BaseException | None = None) -> None:
+        """Stop serving turns; callers still waiting get ``error`` (default: a RuntimeError)."""
         if self._pump is not None:
             self._pump.cancel()
             await asyncio.gather(self._pump, return_exceptions=True)
             self._pump = None
+        while (waiter := self._waiting.peek()) is not None:
+            self._waiting.pop()
+            if not waiter.future.done():
+                waiter.future.set_exception(error or RuntimeError("rate gate closed"))
 
     def _free(self) -> bool:
         cap = self.limits.max_concurrency
