@@ -205,7 +205,7 @@ def test_real_time_120_rpm_counted_at_the_double(fake: FakeOpenAI) -> None:
     assert asyncio.run(go()) == ["ok"] * 9
     arrivals = sorted(fake.arrivals)
     assert len(arrivals) == 9
-    interval, burst, slack = 0.5, 1, 0.15  # 120 RPM: one call per 0.5 s
+    interval, burst, slack = 0.5, 1, 0.3  # 120 RPM: one call per 0.5 s (slack: arrival jitter on a busy box)
     for i in range(len(arrivals)):
         for j in range(i + 1, len(arrivals)):
             assert arrivals[j] - arrivals[i] >= (j - i + 1 - burst) * interval - slack, (i, j, arrivals)
