@@ -429,3 +429,20 @@ def test_closing_the_gate_fails_its_waiters() -> None:
         return None
 
     assert str(asyncio.run(go())) == "shut down"
+
+
+def test_named_backend_settings_reach_the_gate() -> None:
+    from reward_service.judge_resources import build_judges
+    from reward_service.settings import Settings
+
+    settings = Settings.model_validate({"judges": {
+        "base_url": "http://127.0.0.1:9/v1", "model": "m", "requests_per_minute": 90, "max_concurrency": 4,
+        "backends": {"hosted": {"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m",
+                                "requests_per_minute": 500, "tokens_per_minute": 80_000, "burst": 10}}}})
+    judges = build_judges(settings)
+    gates = {name: backend.limiter.limits for name, backend in judges.backends.items()}  # type: ignore[attr-defined]
+    assert gates["default"] == Limits(90, None, None, 4)
+    assert gates["hosted"] == Limits(500, 80_000, 10, 4)
+    with pytest.raises(ValueError, match="greater than or equal to 1"):
+        Settings.model_validate({"judges": {"backends": {"x": {"kind": "openai", "base_url": "u", "model": "m",
+                                                               "requests_per_minute": 0}}}})
