@@ -68,7 +68,8 @@ class RequestContext:
         rid = headers.get(b"x-request-id", b"").decode("latin-1")[:64] or uuid.uuid4().hex[:16]
         request_id_var.set(rid)
         request_source.set(rid)  # the worker pool's backlog takes turns between requests
-        run_source.set(rid)  # and so do the sandbox's slots, first between clients, then between their requests:
+        run_source.set(rid)  # and so do the sandbox's slots and the judges' rate gates, first between clients,
+        # then between their requests:
         run_client.set(client_key(scope))  # many parallel requests of one client take one client's turns
         started = time.perf_counter()
         code = 500

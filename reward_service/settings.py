@@ -126,6 +126,10 @@ class JudgeSettings(Block):
     local_model: str | None = Field(None, description="A local transformers judge directory (backend 'local').")
     local_device: str = Field("auto", description="Device of the local judge: auto, cpu, cuda, cuda:N.")
     default_backend: str | None = Field(None, description="Backend used when a request names none.")
+    requests_per_minute: int | None = Field(
+        None, ge=1, description="RPM limit of backend 'default' (named backends set their own).")
+    tokens_per_minute: int | None = Field(
+        None, ge=1, description="TPM limit of backend 'default' (named backends set their own).")
     max_concurrency: int = Field(16, ge=1, description="Judge calls in flight per backend.")
     timeout_s: float = Field(60.0, gt=0, description="Per-call timeout of a judge HTTP call.")
     max_retries: int = Field(3, ge=0, description="Retries on 429/5xx/connection errors (jittered backoff).")

@@ -69,13 +69,17 @@ class Resources:
     """The shared backends of a run, by typed key."""
 
     def __init__(self, entries: Mapping[ResourceKey[Any], Any] | None = None) -> None:
-        self._entries: dict[ResourceKey[Any], Any] = dict(entries or {})
+        self._entries: dict[ResourceKey[Any], Any] = {}
+        self.add(entries or {})
 
     def get(self, key: ResourceKey[T]) -> T | None:
         value: T | None = self._entries.get(key)
         return value
 
     def add(self, entries: Mapping[ResourceKey[Any], Any]) -> None:
+        wrong = [key for key in entries if not isinstance(key, ResourceKey)]
+        if wrong:  # a plain name would never be found: every lookup is by key
+            raise TypeError(f"resources are keyed by ResourceKey, not {wrong!r}")
         self._entries.update(entries)
 
     def __iter__(self) -> Iterator[tuple[ResourceKey[Any], Any]]:

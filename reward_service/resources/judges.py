@@ -22,7 +22,9 @@ def judge_configs(settings: Settings) -> dict[str, OpenAIBackendConfig | Transfo
         if not settings.judges.model:
             raise ValueError("REWARD_SERVICE_JUDGE_BASE_URL is set but REWARD_SERVICE_JUDGE_MODEL is not")
         configs["default"] = OpenAIBackendConfig(
-            base_url=settings.judges.base_url, model=settings.judges.model, api_key=settings.judges.api_key)
+            base_url=settings.judges.base_url, model=settings.judges.model, api_key=settings.judges.api_key,
+            requests_per_minute=settings.judges.requests_per_minute,
+            tokens_per_minute=settings.judges.tokens_per_minute)
     if settings.judges.local_model:
         configs["local"] = TransformersBackendConfig(
             model_path=settings.judges.local_model, device=settings.judges.local_device)

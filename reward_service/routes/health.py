@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse, Response
 from reward_service.deps import ServicesDep
 from reward_service.errors import ApiError
 from verifiers.context import SANDBOX
+from verifiers.kinds.judges.registry import JUDGES
 
 router = APIRouter()
 
@@ -38,6 +39,8 @@ async def metrics(services: ServicesDep) -> Response:
         stats = services.runtime.pool.stats
         services.metrics.workers_busy.set(stats.busy)
         services.metrics.worker_restarts.set(stats.restarts)
+        judges = services.runtime.resources.get(JUDGES)
+        services.metrics.judge_limits.source = judges.limiter_stats if judges is not None else None
     services.metrics.queue_depth.set(services.admission.pending)
     return Response(services.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 

@@ -3,6 +3,7 @@ fake OpenAI server."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from verifiers.engine import Engine
@@ -37,3 +38,56 @@ def run_items(url: str, items: list[VerifyItem], *, cache_size: int = 1000, roun
 
 def verify(url: str, verifier: str, response: str, reference: Any, **options: Any) -> Verdict:
     return run_items(url, [VerifyItem(verifier, response, reference, options)])[0][0]
+
+
+class ManualClock:
+    """A clock for ``RateLimiter`` that moves only when ``drive`` jumps it to the next sleeper's deadline, once
+    every runnable task has run: window logic over minutes is checked exactly, in milliseconds."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+        self._sleepers: list[tuple[float, asyncio.Future[None]]] = []
+
+    def now(self) -> float:
+        return self.t
+
+    async def sleep(self, seconds: float) -> None:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        entry = (self.t + seconds, future)
+        self._sleepers.append(entry)
+        try:
+            await future
+        finally:
+            self._sleepers.remove(entry)
+
+    def jump(self) -> bool:
+        """Advance to the earliest deadline and wake those due; False when nobody sleeps."""
+        pending = [(at, f) for at, f in self._sleepers if not f.done()]
+        if not pending:
+            return False
+        self.t = max(self.t, min(at for at, _ in pending))
+        for at, future in pending:
+            if at <= self.t:
+                future.set_result(None)
+        return True
+
+    async def drive(self, tasks: list[asyncio.Task[Any]]) -> None:
+        """Run ``tasks`` to the end, jumping time whenever all of them wait on the clock."""
+        while not all(t.done() for t in tasks):
+            for _ in range(50):
+                await asyncio.sleep(0)
+            if all(t.done() for t in tasks):
+                break
+            if not self.jump():
+                raise AssertionError("tasks wait on something other than the clock")
+        for t in tasks:
+            t.result()
+
+
+async def until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    """Poll ``condition`` (state another thread changes, such as the double's call count)."""
+    for _ in range(int(timeout_s / 0.005)):
+        if condition():
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError("condition not met in time")

@@ -37,6 +37,7 @@ class Reply:
     raw_body: str | None = None  # sent as-is (for malformed bodies)
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
+    usage: dict[str, int] | None = None  # sent instead of the word counts
 
 
 def split_prompt(text: str) -> tuple[str, dict[str, str]]:
@@ -92,6 +93,7 @@ class FakeOpenAI:
         self._lock = threading.Lock()
         self._script: deque[Reply] = deque()
         self.requests: list[dict[str, Any]] = []
+        self.arrivals: list[float] = []  # time.monotonic() of each request, as the server saw it
         self.app = FastAPI()
         self.app.post("/v1/chat/completions")(self._chat)
 
@@ -103,6 +105,7 @@ class FakeOpenAI:
         with self._lock:
             self._script.clear()
             self.requests.clear()
+            self.arrivals.clear()
 
     @property
     def calls(self) -> int:
@@ -114,6 +117,7 @@ class FakeOpenAI:
             return ["\n".join(m["content"] for m in r["messages"]) for r in self.requests]
 
     async def _chat(self, request: Request) -> Response:
+        arrived = time.monotonic()
         if self.api_key and request.headers.get("authorization") != f"Bearer {self.api_key}":
             return JSONResponse({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error",
                                            "code": "invalid_api_key"}}, status_code=401)
@@ -125,6 +129,7 @@ class FakeOpenAI:
             return JSONResponse({"error": {"message": "invalid request", "type": "invalid_request_error"}}, 400)
         with self._lock:
             self.requests.append(body)
+            self.arrivals.append(arrived)
             reply = self._script.popleft() if self._script else Reply()
         await asyncio.sleep(self.latency_s + reply.delay_s)
         if reply.raw_body is not None:
@@ -137,8 +142,8 @@ class FakeOpenAI:
             "id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion", "created": int(time.time()),
             "model": body["model"],
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": sum(len(m["content"].split()) for m in messages),
-                      "completion_tokens": len(content.split()), "total_tokens": 0},
+            "usage": reply.usage or {"prompt_tokens": sum(len(m["content"].split()) for m in messages),
+                                     "completion_tokens": len(content.split()), "total_tokens": 0},
         })
 
 

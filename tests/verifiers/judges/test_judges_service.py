@@ -28,6 +28,7 @@ def live(fake: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         "REWARD_SERVICE_JUDGE_API_KEY": API_KEY,
         "REWARD_SERVICE_JUDGE_BACKENDS": json.dumps({"down": down}),
         "REWARD_SERVICE_JUDGE_BACKOFF_S": "0.01",
+        "REWARD_SERVICE_JUDGE_REQUESTS_PER_MINUTE": "6000",
         "REWARD_SERVICE_LOG_LEVEL": "DEBUG",
     }
     with run_server(tmp_path_factory.mktemp("judges"), env) as server:
@@ -87,3 +88,31 @@ def test_api_key_is_sent_but_never_logged(live: LiveServer, fake: FakeOpenAI) ->
     with live.client() as c:
         listed = c.get("/v1/verifiers").text
     assert API_KEY not in listed and "judge_reference" in listed and "pairwise" in listed
+
+
+def test_judge_rate_limits_in_metrics(live: LiveServer, fake: FakeOpenAI) -> None:
+    fake.reset()
+    results = _post(live, [{"verifier": "judge_reference", "response": f"It is {i}.", "reference": str(i)}
+                           for i in range(900, 903)])
+    assert [r["status"] for r in results] == ["ok"] * 3
+    with live.client() as c:
+        text = c.get("/metrics").text
+    values = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+              if line.startswith("reward_judge_")}
+    assert values['reward_judge_limit_requests_per_minute{backend="default"}'] == 6000
+    assert 'reward_judge_limit_requests_per_minute{backend="down"}' not in values  # no limit set, none shown
+    assert values['reward_judge_requests_total{backend="default"}'] >= 3
+    assert values['reward_judge_queue_depth{backend="default"}'] == 0
+
+
+def test_generative_prm_over_http_names_an_off_format_critique(live: LiveServer, fake: FakeOpenAI) -> None:
+    """The double here is a verdict judge, not a step critic: its answer has no step verdicts, which is an error
+    with the reason, never a score."""
+    fake.reset()
+    [result] = _post(live, [{"verifier": "generative_prm", "response": "2 + 2 = 4.\n\nSo the answer is 4.",
+                             "reference": {"problem": "What is 2 + 2?"}}])
+    assert result["status"] == "error" and result["score"] is None
+    assert "neither format" in result["reason"] and fake.calls == 1
+    with live.client() as c:
+        names = [v["name"] for v in c.get("/v1/verifiers").json()["verifiers"]]
+    assert "generative_prm" in names

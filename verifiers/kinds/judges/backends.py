@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import logging
+import math
 import random
 import time
 from dataclasses import asdict, dataclass
@@ -16,6 +17,9 @@ from typing import Any, Protocol
 
 import httpx
 
+from sandbox.api import run_client
+from verifiers.context import request_source
+from verifiers.kinds.judges.ratelimit import Clock, Grant, LimiterStats, Limits, RateLimiter
 from verifiers.types import VerifierFailed, VerifierUnavailable
 
 log = logging.getLogger(__name__)
@@ -74,8 +78,46 @@ def _retry_after(response: httpx.Response) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
+class TokenEstimate:
+    """Tokens a call will be charged, guessed before it is sent: the prompt's characters at a characters-per-token
+    ratio learned from the server's ``usage`` (3 until the first reply: prose runs near 4, code and maths lower,
+    so the first guesses err high), plus the whole ``max_tokens`` budget, as providers reserve it."""
+
+    PER_MESSAGE = 4  # role and separators of the chat template
+
+    def __init__(self, chars_per_token: float = 3.0) -> None:
+        self.chars_per_token = chars_per_token
+
+    def prompt_chars(self, messages: Messages) -> int:
+        return sum(len(m.get("content", "")) for m in messages)
+
+    def __call__(self, messages: Messages, max_tokens: int) -> int:
+        prompt = math.ceil(self.prompt_chars(messages) / self.chars_per_token) + self.PER_MESSAGE * len(messages)
+        return prompt + max_tokens
+
+    def learn(self, messages: Messages, prompt_tokens: int) -> None:
+        chars = self.prompt_chars(messages)
+        if prompt_tokens > 0 and chars > 0:
+            seen = max(0.5, chars / prompt_tokens)
+            self.chars_per_token = 0.8 * self.chars_per_token + 0.2 * seen
+
+
+def usage_tokens(body: Any) -> tuple[int, int] | None:
+    """(prompt tokens, total tokens) from a completion's ``usage``; None when the server sent none."""
+    usage = body.get("usage") if isinstance(body, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    prompt, completion, total = (usage.get(k) for k in ("prompt_tokens", "completion_tokens", "total_tokens"))
+    if not isinstance(prompt, int) or isinstance(prompt, bool):
+        return None
+    if not isinstance(total, int) or total <= 0:  # some servers send 0 or leave it out
+        total = prompt + (completion if isinstance(completion, int) else 0)
+    return prompt, total
+
+
 class OpenAIChatBackend:
-    """POST {base_url}/chat/completions with pooled connections, a concurrency cap and jittered retries."""
+    """POST {base_url}/chat/completions with pooled connections, jittered retries, and one gate (``RateLimiter``)
+    for the concurrency cap, the rate limits and Retry-After pauses, taken in turns by request."""
 
     kind = "openai"
 
@@ -92,6 +134,10 @@ class OpenAIChatBackend:
         backoff_s: float = 0.5,
         backoff_max_s: float = 20.0,
         json_mode: bool = False,
+        requests_per_minute: int | None = None,
+        tokens_per_minute: int | None = None,
+        burst: int | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.name = name
         self.model = model
@@ -109,7 +155,9 @@ class OpenAIChatBackend:
             timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
             limits=httpx.Limits(max_connections=max_concurrency, max_keepalive_connections=max_concurrency),
         )
-        self._slots = asyncio.Semaphore(max_concurrency)
+        self.limiter = RateLimiter(
+            Limits(requests_per_minute, tokens_per_minute, burst, max_concurrency), clock)
+        self.estimate = TokenEstimate()
 
     def __repr__(self) -> str:  # never shows the key
         return f"OpenAIChatBackend(name={self.name!r}, base_url={self.base_url!r}, model={self.model!r})"
@@ -118,7 +166,11 @@ class OpenAIChatBackend:
         return None
 
     async def aclose(self) -> None:
+        await self.limiter.aclose(VerifierUnavailable(f"judge backend {self.name!r} shut down"))
         await self._client.aclose()
+
+    def limiter_stats(self) -> LimiterStats:
+        return self.limiter.stats()
 
     def _backoff(self, attempt: int) -> float:
         ceiling = min(self.backoff_max_s, self.backoff_s * (2.0**attempt))
@@ -144,9 +196,11 @@ class OpenAIChatBackend:
         last = "no attempt made"
         for attempt in range(self.max_retries + 1):
             wait = self._backoff(attempt)
+            tokens = self.estimate(messages, sampling.max_tokens)
             try:
-                async with self._slots:
+                async with self.limiter.slot(request_source.get(), tokens, run_client.get()) as grant:
                     response = await self._client.post("/chat/completions", json=payload)
+                    body = self._charge(grant, messages, response)
             except httpx.TimeoutException:
                 last = f"no reply within {self.timeout_s:g}s"
             except httpx.TransportError as exc:
@@ -154,7 +208,7 @@ class OpenAIChatBackend:
             else:
                 code = response.status_code
                 if code == 200:
-                    return self._content(response)
+                    return self._content(response, body)
                 snippet = response.text[:200]
                 if code in REFUSED_STATUS:
                     raise VerifierUnavailable(f"judge backend {self.name!r} refused the call: HTTP {code}: {snippet}")
@@ -162,19 +216,37 @@ class OpenAIChatBackend:
                     raise JudgeError(f"judge backend {self.name!r} rejected the request: HTTP {code}: {snippet}")
                 last = f"HTTP {code}"
                 hinted = _retry_after(response)
-                if hinted is not None:
-                    wait = min(hinted, self.backoff_max_s)
+                if hinted is not None:  # every call of this backend waits it out, this retry in the gate's queue
+                    self.limiter.pause(min(hinted, self.backoff_max_s))
+                    wait = 0.0
             if attempt < self.max_retries:
-                log.warning("judge %s: %s; retry %d/%d in %.2fs", self.name, last, attempt + 1, self.max_retries, wait)
+                log.warning("judge %s: %s; retry %d/%d in %.2fs", self.name, last, attempt + 1, self.max_retries,
+                            wait or self.limiter.stats().paused_s)
                 await asyncio.sleep(wait)
         raise VerifierUnavailable(
             f"judge backend {self.name!r} unavailable after {self.max_retries + 1} attempts: {last}"
         )
 
-    def _content(self, response: httpx.Response) -> str:
+    def _charge(self, grant: Grant, messages: Messages, response: httpx.Response) -> Any:
+        """Correct the call's estimated tokens from the usage it reports; a refused call (429) used none."""
+        body: Any = None
+        if response.status_code == 200:
+            try:
+                body = response.json()
+            except ValueError:
+                return None
+            used = usage_tokens(body)
+            if used is not None:
+                self.estimate.learn(messages, used[0])
+                self.limiter.settle(grant, used[1])
+        elif response.status_code == 429:
+            self.limiter.settle(grant, 0)
+        return body
+
+    def _content(self, response: httpx.Response, body: Any) -> str:
         try:
-            content = response.json()["choices"][0]["message"]["content"]
-        except (ValueError, KeyError, IndexError, TypeError):
+            content = body["choices"][0]["message"]["content"]
+        except (KeyError, IndexError, TypeError):
             raise JudgeError(
                 f"judge backend {self.name!r} sent a malformed completion: {response.text[:200]!r}"
             ) from None

@@ -6,7 +6,7 @@ import asyncio
 import functools
 import hashlib
 import json
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -34,6 +34,7 @@ class CompletionCache:
         self.stats = CacheStats()
         self._done: OrderedDict[str, str] = OrderedDict()
         self._inflight: dict[str, asyncio.Task[str]] = {}
+        self._waiting: Counter[str] = Counter()  # callers awaiting each in-flight call
 
     def __len__(self) -> int:
         return len(self._done)
@@ -56,8 +57,17 @@ class CompletionCache:
             source = "call"
         else:
             self.stats.joined += 1
-        # shield: one caller hitting its deadline must not cancel the call the others are waiting on
-        return await asyncio.shield(task), source
+        # shield: one caller hitting its deadline must not cancel the call the others are waiting on; once the last
+        # one has given up, the call is cancelled, so it does not spend a rate-limited turn on an answer nobody reads
+        self._waiting[key] += 1
+        try:
+            return await asyncio.shield(task), source
+        finally:
+            self._waiting[key] -= 1
+            if self._waiting[key] <= 0:
+                del self._waiting[key]
+                if not task.done():
+                    task.cancel()
 
     def _settle(self, key: str, task: asyncio.Task[str]) -> None:
         self._inflight.pop(key, None)

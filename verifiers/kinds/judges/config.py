@@ -26,6 +26,14 @@ class OpenAIBackendConfig(_BackendConfig):
     timeout_s: float | None = Field(None, gt=0, description="Per-call timeout (default: judge_timeout_s).")
     max_retries: int | None = Field(None, ge=0)
     json_mode: bool = Field(False, description="Send response_format={'type': 'json_object'} (if the server has it).")
+    requests_per_minute: int | None = Field(
+        None, ge=1, description="Most calls sent in any 60 s (retries count); unset: no limit.")
+    tokens_per_minute: int | None = Field(
+        None, ge=1, description="Most tokens (prompt + completion) charged in any 60 s: estimated before a call "
+        "(prompt length, max_tokens), corrected from the usage the server returns; unset: no limit.")
+    burst: int | None = Field(
+        None, ge=1, description="Calls sent back to back before pacing to one per 60/requests_per_minute s "
+        "(default 1: calls evenly spaced).")
 
     def resolved_key(self) -> str | None:
         if self.api_key is not None:

@@ -21,6 +21,11 @@ class JudgeParseError(VerifierFailed, ValueError):
     """A judge output that does not follow the format asked for: the check failed, never a "no"."""
 
 
+def without_thinking(text: str) -> str:
+    """The output with any <think> block removed (reasoning models put their scratch work there)."""
+    return _THINK_RE.sub("", text)
+
+
 def _objects_in(text: str) -> list[dict[str, Any]]:
     """Every top-level JSON object embedded in text, in order."""
     found, decoder, i = [], json.JSONDecoder(), 0

@@ -9,6 +9,7 @@ from verifiers.context import ResourceKey
 from verifiers.kinds.judges.backends import JudgeBackend, Messages, OpenAIChatBackend, Sampling, TransformersBackend
 from verifiers.kinds.judges.cache import CompletionCache, Source, cache_key
 from verifiers.kinds.judges.config import OpenAIBackendConfig, TransformersBackendConfig
+from verifiers.kinds.judges.ratelimit import LimiterStats
 from verifiers.types import VerifierUnavailable
 
 
@@ -33,6 +34,8 @@ def build_backend(
             timeout_s=config.timeout_s or defaults.timeout_s,
             max_retries=defaults.max_retries if config.max_retries is None else config.max_retries,
             backoff_s=defaults.backoff_s, backoff_max_s=defaults.backoff_max_s, json_mode=config.json_mode,
+            requests_per_minute=config.requests_per_minute, tokens_per_minute=config.tokens_per_minute,
+            burst=config.burst,
         )
     return TransformersBackend(
         name, config.model_path, device=config.device, dtype=config.dtype,
@@ -84,6 +87,11 @@ class JudgeRegistry:
                 f"judge backend {wanted!r} is not configured on this server; configured: "
                 f"{', '.join(sorted(self.backends)) or 'none'}"
             ) from None
+
+    def limiter_stats(self) -> dict[str, LimiterStats]:
+        """The gate of each backend that has one (HTTP backends; a local model has no rate to respect)."""
+        return {name: backend.limiter_stats() for name, backend in self.backends.items()
+                if isinstance(backend, OpenAIChatBackend)}
 
     async def complete(self, messages: Messages, sampling: Sampling, backend: str | None = None) -> Completion:
         judge = self.get(backend)

@@ -22,7 +22,7 @@ from verifiers.kinds.judges.registry import JUDGES
 from verifiers.types import InvalidReference, UnknownVerifier, Verdict, VerifierFailed, VerifyItem
 
 T = TypeVar("T")
-JUDGE_VERIFIERS = ("judge_reference", "rubric", "checklist", "pairwise")
+JUDGE_VERIFIERS = ("judge_reference", "rubric", "checklist", "pairwise", "generative_prm")
 
 
 class JudgeOptions(BaseOptions):
