@@ -45,8 +45,11 @@ def _hub_and_model(ctx: Context, wanted: str | None, kind: str) -> tuple[Any, st
     return hub, wanted
 
 
-def _failed(exc: BaseException) -> Verdict:
-    return Verdict.error(f"reward model failed: {type(exc).__name__}: {str(exc)[:300]}")
+def _failed(exc: BaseException, model: str) -> Verdict:
+    """A server that is down is ``unavailable`` (never a 0); anything else that item ended with is an ``error``."""
+    if isinstance(exc, VerifierUnavailable):
+        return Verdict.unavailable(f"reward model unavailable: {str(exc)[:300]}", model=model)
+    return Verdict.error(f"reward model failed: {type(exc).__name__}: {str(exc)[:300]}", model=model)
 
 
 OptionsT = TypeVar("OptionsT", bound=BaseOptions)
@@ -85,7 +88,7 @@ class PrmVerifier(_ModelVerifier[PrmOptions]):
             return Verdict.no_answer("the response holds no steps", model=model)
         [result] = await hub.score_steps(model, [(prompt_of(reference, options.prompt), steps)])
         if isinstance(result, BaseException):
-            return _failed(result)
+            return _failed(result, model)
         score = aggregate(result, options.aggregation, options.threshold)
         return Verdict.ok(
             score, f"{options.aggregation} over {len(steps)} steps", model=model, step_scores=result,
@@ -110,7 +113,7 @@ class OrmVerifier(_ModelVerifier[OrmOptions]):
             return Verdict.no_answer("empty response", model=model)
         [result] = await hub.score_responses(model, [(prompt_of(reference, options.prompt), response)])
         if isinstance(result, BaseException):
-            return _failed(result)
+            return _failed(result, model)
         return Verdict.ok(result, "outcome reward model score", model=model)
 
 
