@@ -36,7 +36,7 @@ from typing import Any
 import httpx
 
 from verifiers.kinds.judges.backends import REFUSED_STATUS, RETRYABLE_STATUS, _retry_after
-from verifiers.kinds.reward_models.batcher import _Pending, plan_batches
+from verifiers.kinds.reward_models.batcher import Coalescer, _Pending
 from verifiers.kinds.reward_models.formats import Encoded, Encoder
 from verifiers.kinds.reward_models.spec import ModelSpec
 from verifiers.types import VerifierUnavailable
@@ -173,12 +173,15 @@ class RemoteStats:
     batch_sizes: list[int] = field(default_factory=list)
 
 
-class RemoteScorer:
-    """Scores encoded sequences on a vLLM/SGLang server; same ``score``/``close`` as the local ``Batcher``."""
+class RemoteScorer(Coalescer):
+    """Scores encoded sequences on a vLLM/SGLang server; same ``score``/``close`` as the local ``Batcher``, but
+    batches go out as concurrent HTTP requests (at most ``max_concurrency`` in flight) instead of one at a time."""
 
     def __init__(self, spec: ModelSpec, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
         if not spec.url:
             raise ValueError(f"reward model {spec.name!r} has no url")
+        super().__init__(max_batch_tokens=spec.max_batch_tokens, max_batch_size=spec.max_items_per_request,
+                         max_wait_ms=spec.max_wait_ms)
         self.spec = spec
         self.stats = RemoteStats()
         self.path = "/classify" if spec.kind == "orm" else "/pooling"
@@ -194,10 +197,6 @@ class RemoteScorer:
             transport=transport,
         )
         self._slots = asyncio.Semaphore(spec.max_concurrency)
-        self._queue: list[_Pending] = []
-        self._arrived = asyncio.Event()
-        self._full = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
         self._sending: set[asyncio.Task[None]] = set()
 
     def __repr__(self) -> str:  # never shows the key
@@ -207,59 +206,19 @@ class RemoteScorer:
     def model(self) -> str:
         return self.spec.remote_model or self.spec.path
 
-    # --- lifetime ------------------------------------------------------------------------------------------
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._loop())
-
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await self._stop(ServerUnavailable("reward model client is shutting down"))
         for task in list(self._sending):
             task.cancel()
         await asyncio.gather(*self._sending, return_exceptions=True)
-        for p in self._queue:
-            if not p.future.done():
-                p.future.set_exception(ServerUnavailable("reward model client is shutting down"))
-        self._queue.clear()
         await self._client.aclose()
 
-    # --- coalescing ----------------------------------------------------------------------------------------
-    async def score(self, seqs: Sequence[Encoded]) -> list[Result]:
-        """Scores per sequence, or the exception that sequence ended with."""
-        self.start()
-        loop = asyncio.get_running_loop()
-        pending = [_Pending(s, loop.create_future()) for s in seqs]
-        self._queue.extend(pending)
-        self._arrived.set()
-        if len(self._queue) >= self.spec.max_items_per_request:
-            self._full.set()
-        return list(await asyncio.gather(*(p.future for p in pending), return_exceptions=True))
-
-    async def _loop(self) -> None:
-        wait_s = self.spec.max_wait_ms / 1000.0
-        while True:
-            await self._arrived.wait()
-            if len(self._queue) < self.spec.max_items_per_request and wait_s > 0:
-                try:
-                    await asyncio.wait_for(self._full.wait(), wait_s)
-                except TimeoutError:
-                    pass
-            taken, self._queue = [p for p in self._queue if not p.future.done()], []
-            self._arrived.clear()
-            self._full.clear()
-            plan = plan_batches([len(p.seq) for p in taken], self.spec.max_batch_tokens,
-                                self.spec.max_items_per_request)
-            for indices in plan:
-                await self._slots.acquire()  # back-pressure: at most max_concurrency requests in flight
-                task = asyncio.get_running_loop().create_task(self._send([taken[i] for i in indices]))
-                self._sending.add(task)
-                task.add_done_callback(self._sent)
+    async def _dispatch(self, taken: list[_Pending]) -> None:
+        for batch in self._plan(taken):
+            await self._slots.acquire()  # back-pressure: at most max_concurrency requests in flight
+            task = asyncio.get_running_loop().create_task(self._send(batch))
+            self._sending.add(task)
+            task.add_done_callback(self._sent)
 
     def _sent(self, task: asyncio.Task[None]) -> None:
         self._sending.discard(task)
@@ -271,12 +230,7 @@ class RemoteScorer:
         except Exception as exc:
             results = [exc] * len(batch)
         for p, r in zip(batch, results):
-            if p.future.done():
-                continue
-            if isinstance(r, BaseException):
-                p.future.set_exception(r)
-            else:
-                p.future.set_result(r)
+            self._settle(p, r)
 
     # --- one request ---------------------------------------------------------------------------------------
     def payload(self, seqs: Sequence[Encoded]) -> dict[str, Any]:
