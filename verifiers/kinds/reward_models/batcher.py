@@ -3,8 +3,8 @@
 Every caller's sequences go into one queue (``Coalescer``, shared with the remote scorer). When the model is idle
 the batcher waits at most ``max_wait_ms`` for company (less if the token budget is already full), then takes
 everything queued, sorts it by length so that sequences of similar length share a batch (little padding), and cuts
-it into batches whose padded size (rows x longest row) fits the token budget. Forward passes run one at a time on a dedicated thread, so the event
-loop keeps accepting requests, and requests arriving meanwhile form the next round.
+it into batches whose padded size (rows x longest row) fits the token budget. Forward passes run one at a time on
+a dedicated thread, so the event loop keeps accepting requests, and requests arriving meanwhile form the next round.
 
 A batch that runs out of device memory is split in two and each half retried; a single sequence that still does
 not fit fails alone with ``ModelOutOfMemory``. Nothing here imports torch: the runner is any callable.
