@@ -189,7 +189,7 @@ def main() -> None:
     ap.add_argument("--remote", nargs="?", const="double", default=None, metavar="URL",
                     help="also time the remote path (vLLM /pooling) against URL; without URL, a double started here")
     ap.add_argument("--remote-model", default="bench", help="model name on the remote server")
-    ap.add_argument("--step-tag-id", type=int, default=5, help="the server's STEP pooling tag id (151651 for Qwen PRMs)")
+    ap.add_argument("--step-tag-id", type=int, default=5, help="STEP pooling tag id (151651: Qwen PRMs)")
     ap.add_argument("--remote-concurrency", type=int, default=4, help="HTTP requests in flight")
     args = ap.parse_args()
     device = pick_device(args.device)
