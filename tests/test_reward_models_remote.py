@@ -213,7 +213,9 @@ def test_malformed_answers_are_errors_with_the_reason(dirs: dict[str, Path], prm
                            (lambda b: {**b, "data": b["data"][:1]}, "1 results for 2 inputs"),
                            (lambda b: {**b, "data": [{**d, "index": 0} for d in b["data"]]}, "duplicate"),
                            (lambda b: {**b, "data": [{**d, "data": [["x", 1]] * 2} for d in b["data"]]},
-                            "list of numbers")]:
+                            "list of numbers"),
+                           (lambda b: {**b, "data": [{**d, "data": [[0.25, 0.75]] * 2} for d in b["data"]]},
+                            "ignored use_activation")]:
         prm_double.mangle = mangle
         got = asyncio.run(_hub_steps(_prm_spec(dirs, prm_double.url), two))
         assert all(isinstance(g, MalformedAnswer) and reason in str(g) for g in got), (reason, got)

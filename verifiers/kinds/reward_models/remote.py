@@ -94,6 +94,15 @@ def _row(value: Any) -> list[float]:
     return row
 
 
+def _check_raw(rows: Sequence[Sequence[float]]) -> None:
+    """Rows of two or more values that are all probability distributions mean the server applied its activation
+    although the request asked it not to (a server older than ``use_activation``); scoring them again would
+    silently give wrong scores."""
+    if rows and all(len(r) >= 2 and min(r) >= 0.0 and abs(math.fsum(r) - 1.0) < 1e-5 for r in rows):
+        raise MalformedAnswer("the rows are already probabilities: the server ignored use_activation=false "
+                              "(a vLLM older than the use_activation field?)")
+
+
 def step_scores(spec: ModelSpec, seq: Encoded, data: Any) -> list[float]:
     """Step scores of one sequence from a /pooling ``data`` entry: one row per step (STEP pooling) or one row
     per token (ALL pooling, read at the step positions). Any other count is malformed."""
@@ -106,6 +115,7 @@ def step_scores(spec: ModelSpec, seq: Encoded, data: Any) -> list[float]:
             raise MalformedAnswer(
                 f"the server returned {len(rows)} step scores for {n} steps (and the input has {len(seq.ids)} tokens)")
         rows = [rows[p] for p in seq.positions]
+    _check_raw(rows)
     return [head_score(spec, r) for r in rows]
 
 
@@ -142,7 +152,10 @@ def parse_reply(spec: ModelSpec, seqs: Sequence[Encoded], body: Any) -> list[Res
             if spec.kind == "prm":
                 out.append(step_scores(spec, seq, value))
             else:
-                out.append([head_score(spec, _row(value))])
+                row = _row(value)
+                if spec.backend == "vllm":
+                    _check_raw([row])
+                out.append([head_score(spec, row)])
         except MalformedAnswer as exc:
             out.append(MalformedAnswer(f"{spec.backend} server: {exc}"))
     return out
