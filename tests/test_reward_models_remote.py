@@ -169,6 +169,7 @@ def _reset(double: RewardServerDouble) -> None:
     double.requests.clear()
     double.fail_next.clear()
     double.mangle = None
+    double.delay_s = 0.0
 
 
 def test_server_down_is_unavailable_never_zero(dirs: dict[str, Path]) -> None:
@@ -221,6 +222,29 @@ def test_malformed_answers_are_errors_with_the_reason(dirs: dict[str, Path], prm
         assert all(isinstance(g, MalformedAnswer) and reason in str(g) for g in got), (reason, got)
     v = asyncio.run(_prm_verdict(_prm_spec(dirs, prm_double.url)))
     assert v.status is Status.ERROR and v.score is None and "MalformedAnswer" in v.reason
+
+
+def test_a_slow_server_times_out_and_closing_leaves_no_caller_waiting(
+        dirs: dict[str, Path], prm_double: RewardServerDouble) -> None:
+    _reset(prm_double)
+    prm_double.delay_s = 1.0
+    try:
+        [late] = asyncio.run(_hub_steps(_prm_spec(dirs, prm_double.url, timeout_s=0.2, max_retries=1), ITEMS[:1]))
+        assert isinstance(late, ServerUnavailable) and "no reply within 0.2s" in str(late)
+
+        async def close_while_in_flight() -> list:
+            hub = ModelHub([_prm_spec(dirs, prm_double.url)])
+            hub.start()
+            await hub.wait_ready(60)
+            call = asyncio.ensure_future(hub.score_steps("prm", ITEMS[:2]))
+            await asyncio.sleep(0.3)
+            await hub.close()
+            return await asyncio.wait_for(call, 5)
+
+        got = asyncio.run(close_while_in_flight())
+        assert all(isinstance(g, ServerUnavailable) and "shutting down" in str(g) for g in got)
+    finally:
+        prm_double.delay_s = 0.0
 
 
 def test_a_rejected_input_fails_alone(dirs: dict[str, Path], prm_double: RewardServerDouble) -> None:

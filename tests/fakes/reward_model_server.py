@@ -9,11 +9,13 @@ It runs a real transformers model (the tiny random ones the tests build) and ans
 - SGLang: native ``POST /classify`` (``{"input_ids"}`` -> ``[{"embedding", "meta_info"}]``, raw head outputs).
 
 Scripted trouble: ``fail_next`` (statuses answered before any real work, with optional Retry-After), ``mangle``
-(edits a reply body before it is sent), ``max_model_len`` (over-long inputs get vLLM's 400). Every request is
+(edits a reply body before it is sent), ``delay_s`` (a slow server), ``max_model_len`` (over-long inputs get
+vLLM's 400). Every request is
 counted in ``requests`` as (path, number of inputs).
 """
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import threading
 import time
@@ -48,6 +50,7 @@ class RewardServerDouble:
     api_key: str | None = None
     fail_next: deque[Fault] = field(default_factory=deque)
     mangle: Callable[[Any], Any] | None = None
+    delay_s: float = 0.0  # before answering (a slow or hung server)
     requests: list[tuple[str, int]] = field(default_factory=list)
     url: str = ""
 
@@ -99,6 +102,7 @@ class RewardServerDouble:
     async def _admit(self, request: Request, path: str, key: str) -> tuple[dict[str, Any], Any]:
         """(body, the token-id lists) or (body, the refusal to send)."""
         body = await request.json()
+        await asyncio.sleep(self.delay_s)
         seqs = body.get(key)
         refused = self._gate(request, path, body, len(seqs) if isinstance(seqs, list) else 1)
         return body, refused if refused is not None else self._inputs(seqs)

@@ -238,12 +238,14 @@ class RemoteScorer(Coalescer):
         self._slots.release()
 
     async def _send(self, batch: list[_Pending]) -> None:
+        results: list[Result] = [ServerUnavailable("reward model client is shutting down")] * len(batch)
         try:
             results = await self.score_now([p.seq for p in batch])
         except Exception as exc:
             results = [exc] * len(batch)
-        for p, r in zip(batch, results):
-            self._settle(p, r)
+        finally:  # also when cancelled by close(): no caller is left waiting
+            for p, r in zip(batch, results):
+                self._settle(p, r)
 
     # --- one request ---------------------------------------------------------------------------------------
     def payload(self, seqs: Sequence[Encoded]) -> dict[str, Any]:
