@@ -278,6 +278,45 @@ def test_concurrency_and_request_size_are_bounded(dirs: dict[str, Path], prm_dou
     assert len(prm_double.requests) >= 7
 
 
+def test_processbench_through_vllm_equals_local(dirs: dict[str, Path], shared_data: Path) -> None:
+    """Real ProcessBench solutions (unseen text: LaTeX, long steps) score the same through the server as locally,
+    and prm-eval's metric comes out identical."""
+    from reward_service.prm_eval import evaluate
+
+    data = shared_data / "prm"
+    if not (data / "processbench_gsm8k.json").is_file():
+        pytest.skip("ProcessBench data not found")
+    spec = {"name": "prm", "path": str(dirs["prm"]), "format": "separator", "max_length": 1024, "max_wait_ms": 20}
+
+    async def run(model_spec: ModelSpec) -> tuple[list, list]:
+        hub = ModelHub([model_spec])
+        hub.start()
+        try:
+            await hub.wait_ready(60)
+            rows = await evaluate(hub, "prm", data, ["gsm8k", "math"], 0.5, 10)
+            from verifiers.kinds.reward_models.processbench import load_subset
+
+            items = [(x["problem"], list(x["steps"])) for sub in ("gsm8k", "math") for x in load_subset(data, sub, 10)]
+            return rows, await hub.score_steps("prm", items)
+        finally:
+            await hub.close()
+
+    local_rows, local_scores = asyncio.run(run(ModelSpec(**spec)))
+    with serve(load_double(str(dirs["prm"]), "token_classification",
+                           step_tag_id=_token_id(dirs["prm"], "<extra_0>"))) as double:
+        remote_rows, remote_scores = asyncio.run(run(_remote(spec, double.url)))
+    strip = [{k: v for k, v in r.items() if k != "seconds"} for r in local_rows]
+    assert [{k: v for k, v in r.items() if k != "seconds"} for r in remote_rows] == strip
+    assert sum(r["n_error"] + r["n_correct"] for r in local_rows) > 0
+    scored = 0
+    for got, want in zip(remote_scores, local_scores):
+        assert isinstance(got, BaseException) == isinstance(want, BaseException)  # too long: refused alike
+        if not isinstance(want, BaseException):
+            assert got == pytest.approx(want, abs=1e-5)
+            scored += 1
+    assert scored >= 8  # the rest are over 1024 tokens for this tiny tokenizer, refused alike
+
+
 # --- through the HTTP service ----------------------------------------------------------------------------------------
 def test_http_service_with_a_vllm_backend(dirs: dict[str, Path], tmp_path: Path) -> None:
     prm = {"name": "rprm", "path": str(dirs["prm"]), "format": "separator", "max_wait_ms": 20}
