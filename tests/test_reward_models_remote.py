@@ -220,6 +220,13 @@ def test_malformed_answers_are_errors_with_the_reason(dirs: dict[str, Path], prm
         prm_double.mangle = mangle
         got = asyncio.run(_hub_steps(_prm_spec(dirs, prm_double.url), two))
         assert all(isinstance(g, MalformedAnswer) and reason in str(g) for g in got), (reason, got)
+    prm_double.mangle = lambda b: {**b, "padding": "x" * 4096}
+    got = asyncio.run(_hub_steps(_prm_spec(dirs, prm_double.url, max_reply_mb=0.002), two))
+    assert all(isinstance(g, MalformedAnswer) and "over max_reply_mb" in str(g) for g in got), got
+    prm_double.mangle = None
+    assert all(isinstance(g, list) for g in asyncio.run(_hub_steps(_prm_spec(dirs, prm_double.url), two)))
+
+    prm_double.mangle = drop_a_step
     v = asyncio.run(_prm_verdict(_prm_spec(dirs, prm_double.url)))
     assert v.status is Status.ERROR and v.score is None and "MalformedAnswer" in v.reason
 

@@ -102,9 +102,9 @@ class RewardServerDouble:
     async def _admit(self, request: Request, path: str, key: str) -> tuple[dict[str, Any], Any]:
         """(body, the token-id lists) or (body, the refusal to send)."""
         body = await request.json()
-        await asyncio.sleep(self.delay_s)
         seqs = body.get(key)
         refused = self._gate(request, path, body, len(seqs) if isinstance(seqs, list) else 1)
+        await asyncio.sleep(self.delay_s)  # counted on arrival, answered late
         return body, refused if refused is not None else self._inputs(seqs)
 
     def _gate(self, request: Request, path: str, body: dict[str, Any], n: int) -> JSONResponse | None:

@@ -275,6 +275,24 @@ class RemoteScorer(Coalescer):
         ceiling = min(20.0, self.spec.retry_backoff_s * (2.0**attempt))
         return ceiling * (0.5 + random.random() / 2)
 
+    async def _fetch(self, payload: dict[str, Any]) -> httpx.Response:
+        """POST and read the reply, refusing one larger than ``max_reply_mb`` (a misconfigured pooler returning
+        vocabulary-sized rows, or a hostile server, must not exhaust this process's memory)."""
+        limit = int(self.spec.max_reply_mb * 1024 * 1024)
+        async with self._client.stream("POST", self.path, json=payload) as response:
+            declared = response.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > limit:
+                raise MalformedAnswer(f"the reply is {int(declared):,} bytes, over max_reply_mb "
+                                      f"({self.spec.max_reply_mb:g} MiB)")
+            body = bytearray()
+            async for chunk in response.aiter_bytes():
+                body += chunk
+                if len(body) > limit:
+                    raise MalformedAnswer(f"the reply is over max_reply_mb ({self.spec.max_reply_mb:g} MiB)")
+        headers = [(k, v) for k, v in response.headers.items()
+                   if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]  # body is decoded
+        return httpx.Response(response.status_code, headers=headers, content=bytes(body), request=response.request)
+
     async def _post(self, payload: dict[str, Any]) -> Any:
         spec = self.spec
         where = f"{spec.backend} server {spec.url}{self.path}"
@@ -283,7 +301,7 @@ class RemoteScorer(Coalescer):
             wait = self._backoff(attempt)
             self.stats.requests += 1
             try:
-                response = await self._client.post(self.path, json=payload)
+                response = await self._fetch(payload)
             except httpx.TimeoutException:
                 last = f"no reply within {spec.timeout_s:g}s"
             except httpx.TransportError as exc:

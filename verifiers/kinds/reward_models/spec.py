@@ -60,6 +60,7 @@ class ModelSpec(BaseModel):
     retry_backoff_s: float = Field(0.5, ge=0, le=60, description="First retry delay; doubles each time (jittered).")
     max_concurrency: int = Field(8, ge=1, le=1024, description="HTTP requests in flight to the server.")
     max_items_per_request: int = Field(64, ge=1, le=4096, description="Sequences sent in one HTTP request.")
+    max_reply_mb: float = Field(64.0, gt=0, le=4096, description="Largest reply read from the server (MiB).")
     pooling_task: str | None = Field(
         "token_classify", description="vLLM /pooling 'task' for PRMs (token_classify since vLLM 0.11; null to omit, "
         "for older servers).")
