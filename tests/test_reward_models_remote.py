@@ -151,6 +151,46 @@ def test_sglang_cannot_serve_a_prm() -> None:
         ModelSpec(name="p", path="x", backend="vllm")
 
 
+def test_any_reply_is_scores_of_the_right_shape_or_a_named_failure() -> None:
+    """Whatever a hostile or broken server sends back, parsing yields, per item, exactly one score per step or a
+    MalformedAnswer; it never raises anything else and never invents or drops a step."""
+    from hypothesis import HealthCheck, example, given, settings
+    from hypothesis import strategies as st
+
+    from verifiers.kinds.reward_models.formats import Encoded
+    from verifiers.kinds.reward_models.remote import parse_reply
+
+    seqs = [Encoded([1, 2, 9, 3, 9], [2, 4]), Encoded([4, 9], [1])]
+    numbers = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10**6, 10**6), st.booleans())
+    leaf = st.one_of(numbers, st.text(max_size=3), st.none())
+    json_like = st.recursive(leaf, lambda inner: st.one_of(
+        st.lists(inner, max_size=6), st.dictionaries(st.sampled_from(["data", "index", "probs", "embedding"]),
+                                                     inner, max_size=4)), max_leaves=30)
+    entry = st.fixed_dictionaries({"index": st.one_of(st.integers(-1, 3), json_like),
+                                   "data": st.one_of(st.lists(st.lists(numbers, max_size=3), max_size=6), json_like)})
+    replies = st.one_of(json_like, st.fixed_dictionaries({"data": st.lists(entry, max_size=3)}))
+    specs = [ModelSpec(name="p", path="x", format=f, backend="vllm", url="http://h") for f in ("separator", "step_tag")]
+
+    @settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(reply=replies, which=st.integers(0, 1))
+    @example(reply={"data": [{"index": 1, "data": [[1.0, 1.5]]}, {"index": 0, "data": [[0.1, 2.0], [3.0, -1.0]]}]},
+             which=0)  # well formed, out of order: scored
+    def check(reply: Any, which: int) -> None:
+        try:
+            out = parse_reply(specs[which], seqs, reply)
+        except MalformedAnswer:
+            return
+        if reply == {"data": [{"index": 1, "data": [[1.0, 1.5]]}, {"index": 0, "data": [[0.1, 2.0], [3.0, -1.0]]}]}:
+            assert out[1] == pytest.approx([0.6225], abs=1e-4) and len(out[0]) == 2
+        assert len(out) == len(seqs)
+        for seq, r in zip(seqs, out):
+            if not isinstance(r, MalformedAnswer):
+                assert isinstance(r, list) and len(r) == len(seq.positions)
+                assert all(isinstance(x, float) and 0.0 <= x <= 1.0 for x in r)
+
+    check()
+
+
 # --- trouble ---------------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def prm_double(dirs: dict[str, Path]) -> Iterator[RewardServerDouble]:
