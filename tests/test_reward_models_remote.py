@@ -105,7 +105,7 @@ async def _prm_verdict(spec: ModelSpec) -> Any:
 # --- equality with the local path ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("case", ["separator_step", "separator_all", "separator_chat", "step_tag"])
 def test_vllm_pooling_step_scores_equal_local(dirs: dict[str, Path], case: str) -> None:
-    spec: dict[str, Any] = {"name": "prm", "path": str(dirs["prm"]), "format": "separator", "max_wait_ms": 20}
+    spec: dict[str, Any] = {"name": "prm", "path": str(dirs["prm"]), "format": "separator", "max_wait_ms": 300}
     kind, kwargs = "token_classification", {}
     if case == "separator_chat":
         spec.update(path=str(dirs["prm_chat"]), system_prompt="Reason step by step.")
@@ -126,7 +126,8 @@ def test_vllm_pooling_step_scores_equal_local(dirs: dict[str, Path], case: str) 
         assert len(g) == len(steps)
         assert g == pytest.approx(w, abs=1e-5)
     assert len({round(x, 4) for g in got for x in g}) > 3  # real contrast, not a constant
-    # the four single-item callers were coalesced into fewer requests, and every input was sent once
+    # the four single-item callers were coalesced into fewer requests (300 ms of patience: room for a loaded
+    # machine), and every input was sent once
     assert double.items("/pooling") == len(ITEMS) and len(double.requests) < len(ITEMS)
 
 
@@ -366,7 +367,7 @@ def test_processbench_through_vllm_equals_local(dirs: dict[str, Path], shared_da
 
 # --- through the HTTP service ----------------------------------------------------------------------------------------
 def test_http_service_with_a_vllm_backend(dirs: dict[str, Path], tmp_path: Path) -> None:
-    prm = {"name": "rprm", "path": str(dirs["prm"]), "format": "separator", "max_wait_ms": 20}
+    prm = {"name": "rprm", "path": str(dirs["prm"]), "format": "separator", "max_wait_ms": 300}
     orm = {"name": "rorm", "path": str(dirs["orm"]), "format": "sequence_classification"}
     local_prm, local_orm = _local(prm), _local(orm)
     want = local_prm.run(local_prm.encoder.encode_steps(ITEMS[:3]))
