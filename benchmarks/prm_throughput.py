@@ -11,6 +11,16 @@ gather-then-head). Printed: tokens/s of each, their RATIO, and model FLOP/s util
     python benchmarks/prm_throughput.py --preset 1.5b --preset 7b        # GPU host (bf16, sdpa / flash-attn)
     python benchmarks/prm_throughput.py --preset 1.5b --preset 7b --json # also append a line per run to
                                                                          # benchmarks/results/prm_throughput.jsonl
+    python benchmarks/prm_throughput.py --remote                         # + the remote path (vLLM /pooling wire
+                                                                         # format) against a double started here
+    python benchmarks/prm_throughput.py --remote http://rm:8000 --remote-model Qwen/Qwen2.5-Math-PRM-7B \
+        --step-tag-id 151651 --preset 7b                                 # + a real vLLM server
+
+The remote path sends the same samples as token ids to ``POST /pooling`` (STEP pooling) through the service's
+``RemoteScorer`` (coalescing, ``--remote-concurrency`` requests in flight) and prints its tokens/s beside the local
+scorer's, with their ratio and the largest score difference. Without a URL it starts the test double
+(tests/support/fakes/reward_model_server.py) in this process, serving the same random model (full logits, one padded
+forward per request); client and double then share this machine's cores.
 
 On a lent GPU machine without this project's dependencies: scripts/gpu_wheels.sh (here) then the command it prints.
 """
@@ -18,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime
 import json
 import random
@@ -73,8 +84,8 @@ def make_inputs(preset: str, n: int, sep_id: int, seed: int = 0):
     out = []
     for _ in range(n):
         length = int(lo + (hi - lo) * rng.random() ** 1.5)  # skewed to shorter, like real solutions
-        ids = [rng.randrange(10, vocab) for _ in range(length)]
-        positions = list(range(40, length, 40)) + [length - 1]
+        ids = [t if t != sep_id else 10 for t in (rng.randrange(10, vocab) for _ in range(length))]
+        positions = sorted({*range(40, length, 40), length - 1})
         for p in positions:
             ids[p] = sep_id
         out.append(Encoded(ids, positions))
@@ -121,6 +132,39 @@ def batched(model, samples, device: str, dtype, budget: int, clients: int) -> tu
     return elapsed, results
 
 
+def remote(samples, url: str, model: str, budget: int, clients: int, concurrency: int) -> tuple[float, list, object]:
+    """Time the remote path: the service's RemoteScorer against ``url``, many callers of 4 samples each."""
+    from verifiers.kinds.reward_models.remote import RemoteScorer
+    from verifiers.kinds.reward_models.spec import ModelSpec
+
+    spec = ModelSpec(name="bench", path=model, format="separator", backend="vllm", url=url, max_batch_tokens=budget,
+                     max_items_per_request=512, max_concurrency=concurrency, max_wait_ms=5, timeout_s=600)
+
+    async def main() -> tuple[float, list, object]:
+        scorer = RemoteScorer(spec)
+        warm = await scorer.score(samples[:2])
+        if any(isinstance(r, BaseException) for r in warm):
+            raise SystemExit(f"remote server failed: {warm}")
+        chunks = [samples[i::clients] for i in range(clients)]
+        t0 = time.perf_counter()
+        parts = await asyncio.gather(*(_client(scorer, c) for c in chunks))
+        elapsed = time.perf_counter() - t0
+        await scorer.close()
+        order = {id(e): r for chunk, res in zip(chunks, parts) for e, r in zip(chunk, res)}
+        return elapsed, [order[id(e)] for e in samples], scorer.stats
+
+    return asyncio.run(main())
+
+
+@contextlib.contextmanager
+def double_for(model, sep_id: int):
+    """The vLLM test double serving ``model`` with STEP pooling at ``sep_id``; yields its URL."""
+    from tests.support.fakes.reward_model_server import RewardServerDouble, serve
+
+    with serve(RewardServerDouble(model, served_name="bench", step_tag_id=sep_id)) as double:
+        yield double.url
+
+
 async def _client(b, chunk):
     out = []
     for i in range(0, len(chunk), 4):  # each caller sends requests of 4 samples, one after the other
@@ -142,6 +186,11 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=32)
     ap.add_argument("--peak-tflops", type=float, default=0.0, help="device peak for utilisation (auto on known GPUs)")
     ap.add_argument("--json", action="store_true", help=f"append one JSON line per run to {RESULTS}")
+    ap.add_argument("--remote", nargs="?", const="double", default=None, metavar="URL",
+                    help="also time the remote path (vLLM /pooling) against URL; without URL, a double started here")
+    ap.add_argument("--remote-model", default="bench", help="model name on the remote server")
+    ap.add_argument("--step-tag-id", type=int, default=5, help="STEP pooling tag id (151651: Qwen PRMs)")
+    ap.add_argument("--remote-concurrency", type=int, default=4, help="HTTP requests in flight")
     args = ap.parse_args()
     device = pick_device(args.device)
     gpu = device.startswith("cuda")
@@ -158,7 +207,7 @@ def main() -> None:
           f"budget {budget} tokens, {args.clients} clients")
     for preset in presets:
         model = build(preset, device, dtype, attn)
-        samples = make_inputs(preset, n, sep_id=5)
+        samples = make_inputs(preset, n, sep_id=args.step_tag_id)
         tokens = sum(len(e) for e in samples)
         dense = sum(p.numel() for p in model.parameters()) - model.get_input_embeddings().weight.numel()
         naive(model, samples[:3], device)  # warm-up
@@ -172,6 +221,23 @@ def main() -> None:
         if mfu is not None:
             line += f" | utilisation {100 * mfu:.1f}% of {peak:g} TFLOP/s (naive {100 * mfu * t_ours / t_naive:.1f}%)"
         print(line, flush=True)
+        remote_record = {}
+        if args.remote:
+            with contextlib.ExitStack() as stack:
+                url = args.remote
+                if url == "double":
+                    url = stack.enter_context(double_for(model, args.step_tag_id))
+                t_remote, r_remote, stats = remote(samples, url, args.remote_model, budget, args.clients,
+                                                   args.remote_concurrency)
+            diff = max(abs(a - b) for x, y in zip(r_ours, r_remote) for a, b in zip(x, y))
+            tps_remote = tokens / t_remote
+            where = "test double in this process" if args.remote == "double" else args.remote
+            print(f"{preset}: remote path ({where}) {tps_remote:,.0f} tok/s | local scorer {tps_ours:,.0f} tok/s | "
+                  f"RATIO remote/local {tps_remote / tps_ours:.2f}x | {stats.requests} requests, "
+                  f"{stats.sequences / max(stats.requests, 1):.1f} samples each | max |score diff| {diff:.1e}",
+                  flush=True)
+            remote_record = {"remote": where, "tokens_per_s_remote": round(tps_remote, 1),
+                             "remote_ratio": round(tps_remote / tps_ours, 3), "remote_max_score_diff": diff}
         if args.json:
             RESULTS.parent.mkdir(parents=True, exist_ok=True)
             record = {
@@ -181,6 +247,7 @@ def main() -> None:
                 "ratio": round(tps_ours / tps_naive, 3), "mfu": None if mfu is None else round(mfu, 4),
                 "peak_tflops": peak or None, "max_score_diff": worst, "torch": torch.__version__,
                 "commit": _commit(), "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"),
+                **remote_record,
             }
             with RESULTS.open("a") as f:
                 f.write(json.dumps(record) + "\n")

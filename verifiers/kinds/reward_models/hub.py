@@ -2,7 +2,8 @@
 
 The hub reports ``ready = False`` until every model has loaded and warmed up (so /readyz stays 503), and a model
 that failed to load keeps it False and answers ``unavailable`` with the load error: a trainer must not get rewards
-from a half-configured server.
+from a half-configured server. A model served by vLLM/SGLang loads only its tokenizer here and is scored through a
+``RemoteScorer`` instead of a batcher; inputs, limits and results are the same either way.
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from verifiers.context import ResourceKey
 from verifiers.kinds.reward_models.batcher import Batcher
@@ -34,11 +35,19 @@ class InputTooLong(ValueError):
     """The encoded input is longer than the model accepts."""
 
 
+class Scorer(Protocol):
+    """The local ``Batcher`` or a ``RemoteScorer``: scores per sequence, or the exception that sequence ended with."""
+
+    async def score(self, seqs: Sequence[Encoded]) -> list[list[float] | BaseException]: ...
+
+    async def close(self) -> None: ...
+
+
 @dataclass
 class _Served:
     spec: ModelSpec
-    loaded: Any = None  # LoadedModel once loaded
-    batcher: Batcher | None = None
+    loaded: Any = None  # LoadedModel (or RemoteModel for a served one) once loaded
+    scorer: Scorer | None = None
     error: str | None = None
 
 
@@ -54,7 +63,7 @@ class ModelHub:
     # --- lifetime ------------------------------------------------------------------------------------------
     @property
     def ready(self) -> bool:
-        return all(s.batcher is not None for s in self._served.values())
+        return all(s.scorer is not None for s in self._served.values())
 
     @property
     def not_ready_reason(self) -> str:
@@ -80,20 +89,26 @@ class ModelHub:
 
             self._loader = load_model
         for served in self._served.values():
+            spec = served.spec
             try:
-                loaded = await asyncio.to_thread(self._loader, served.spec)
+                if spec.remote:
+                    from verifiers.kinds.reward_models.remote import RemoteScorer, load_remote
+
+                    served.loaded = await asyncio.to_thread(load_remote, spec)
+                    served.scorer = RemoteScorer(spec)
+                    continue
+                loaded = await asyncio.to_thread(self._loader, spec)
             except Exception as exc:
                 served.error = f"{type(exc).__name__}: {str(exc)[:500]}"
-                log.exception("reward model %s failed to load", served.spec.name)
+                log.exception("reward model %s failed to load", spec.name)
                 continue
             served.loaded = loaded
-            spec = served.spec
             batcher = Batcher(
                 loaded.run, max_batch_tokens=spec.max_batch_tokens, max_batch_size=spec.max_batch_size,
                 max_wait_ms=spec.max_wait_ms, on_oom=_free_device_cache, name=spec.name,
             )
             batcher.start()
-            served.batcher = batcher
+            served.scorer = batcher
 
     async def close(self) -> None:
         if self._task is not None and not self._task.done():
@@ -102,8 +117,8 @@ class ModelHub:
             except Exception:
                 pass
         for served in self._served.values():
-            if served.batcher is not None:
-                await served.batcher.close()
+            if served.scorer is not None:
+                await served.scorer.close()
 
     # --- lookup --------------------------------------------------------------------------------------------
     def names(self, kind: str | None = None) -> list[str]:
@@ -120,7 +135,7 @@ class ModelHub:
         served = self._served[name]
         if served.error:
             raise VerifierUnavailable(f"reward model {name!r} failed to load: {served.error}")
-        if served.batcher is None:
+        if served.scorer is None:
             raise VerifierUnavailable(f"reward model {name!r} is still loading")
         return served
 
@@ -128,8 +143,10 @@ class ModelHub:
         out = []
         for name, s in self._served.items():
             info: dict[str, Any] = {"name": name, "kind": s.spec.kind, "format": s.spec.format,
-                                    "ready": s.batcher is not None, "error": s.error}
-            if s.loaded is not None:
+                                    "backend": s.spec.backend, "ready": s.scorer is not None, "error": s.error}
+            if s.spec.remote:
+                info.update(url=s.spec.url, remote_model=s.spec.remote_model or s.spec.path)
+            elif s.loaded is not None:
                 info.update(device=s.loaded.device, dtype=str(s.loaded.dtype), params=s.loaded.n_params,
                             attn=s.loaded.attn_implementation, max_length=s.loaded.max_length)
             out.append(info)
@@ -142,9 +159,9 @@ class ModelHub:
             InputTooLong(f"input of {len(s)} tokens exceeds the model's limit of {limit}") for s in seqs
         ]
         fit = [i for i, s in enumerate(seqs) if len(s) <= limit]
-        if served.batcher is None:
+        if served.scorer is None:
             raise VerifierUnavailable(f"reward model {served.spec.name!r} is not loaded yet")
-        scored = await served.batcher.score([seqs[i] for i in fit])
+        scored = await served.scorer.score([seqs[i] for i in fit])
         for i, r in zip(fit, scored):
             results[i] = r
         return results

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from verifiers.kinds.reward_models.steps import SplitRule
 
 Format = Literal["separator", "step_tag", "token_classification", "sequence_classification"]
+Backend = Literal["local", "vllm", "sglang"]
 
 
 class ModelSpec(BaseModel):
@@ -47,6 +48,26 @@ class ModelSpec(BaseModel):
     max_length: int | None = Field(None, ge=8, description="Longest input in tokens (default: the model's limit).")
     trust_remote_code: bool = Field(False, description="Allow the checkpoint's own modelling code (Qwen PRMs).")
     warmup: bool = Field(True, description="Run one batch at start-up so the first request pays no compile cost.")
+    # --- a model served elsewhere: ``path`` then only names the tokenizer, the weights live on the server ---------
+    backend: Backend = Field(
+        "local", description="local: load the weights here; vllm: a vLLM server (/pooling for PRMs, /classify for "
+        "ORMs); sglang: an SGLang server (native /classify, ORMs only).")
+    url: str | None = Field(None, description="Base URL of the vLLM/SGLang server, e.g. http://rm-host:8000.")
+    remote_model: str | None = Field(None, description="The model name the server knows (default: path).")
+    api_key_env: str | None = Field(None, description="Environment variable holding the server's bearer key.")
+    timeout_s: float = Field(60.0, gt=0, le=3600, description="Per HTTP request to the server.")
+    max_retries: int = Field(3, ge=0, le=20, description="Retries on connection errors, timeouts, 429 and 5xx.")
+    retry_backoff_s: float = Field(0.5, ge=0, le=60, description="First retry delay; doubles each time (jittered).")
+    max_concurrency: int = Field(8, ge=1, le=1024, description="HTTP requests in flight to the server.")
+    max_items_per_request: int = Field(64, ge=1, le=4096, description="Sequences sent in one HTTP request.")
+    max_reply_mb: float = Field(64.0, gt=0, le=4096, description="Largest reply read from the server (MiB).")
+    pooling_task: str | None = Field(
+        "token_classify", description="vLLM /pooling 'task' for PRMs (token_classify since vLLM 0.11; null to omit, "
+        "for older servers).")
+
+    @property
+    def remote(self) -> bool:
+        return self.backend != "local"
 
     @property
     def kind(self) -> Literal["prm", "orm"]:
@@ -56,4 +77,12 @@ class ModelSpec(BaseModel):
     def _defaults(self) -> ModelSpec:
         if self.format == "separator" and self.separator is None:
             self.separator = "<extra_0>"
+        if self.remote and not self.url:
+            raise ValueError(f"reward model {self.name!r}: backend {self.backend!r} needs 'url'")
+        if self.remote and self.url and not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"reward model {self.name!r}: url must start with http:// or https://")
+        if self.backend == "sglang" and self.kind == "prm":
+            raise ValueError(
+                f"reward model {self.name!r}: SGLang serves reward models with last-token pooling only (no step "
+                "pooling), so a PRM needs backend 'vllm' (or 'local')")
         return self

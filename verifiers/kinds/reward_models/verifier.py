@@ -15,7 +15,7 @@ from verifiers.context import Context
 from verifiers.kinds.reward_models.aggregate import Aggregation, aggregate, first_error, step_rewards
 from verifiers.kinds.reward_models.hub import MODELS
 from verifiers.kinds.reward_models.steps import SplitRule, split_steps
-from verifiers.types import Verdict, VerifierFailed, VerifierUnavailable
+from verifiers.types import Verdict, VerifierError, VerifierFailed, VerifierUnavailable
 
 
 def prompt_of(reference: Any, explicit: str | None) -> str:
@@ -46,8 +46,14 @@ def _hub_and_model(ctx: Context, wanted: str | None, kind: str) -> tuple[Any, st
     return hub, wanted
 
 
-def _failed(exc: BaseException) -> VerifierFailed:
-    failed = VerifierFailed(f"reward model failed: {type(exc).__name__}: {str(exc)[:300]}")
+def _failed(exc: BaseException, model: str) -> VerifierError:
+    """What an item's scoring ended with, as the exception the engine names: a server that is down is
+    ``unavailable`` (never a 0); anything else is an ``error``."""
+    failed: VerifierError
+    if isinstance(exc, VerifierUnavailable):
+        failed = VerifierUnavailable(f"reward model unavailable: {str(exc)[:300]}", model=model)
+    else:
+        failed = VerifierFailed(f"reward model failed: {type(exc).__name__}: {str(exc)[:300]}", model=model)
     failed.__cause__ = exc
     return failed
 
@@ -88,7 +94,7 @@ class PrmVerifier(_ModelVerifier[PrmOptions]):
             return Verdict.no_answer("the response holds no steps", model=model)
         [result] = await hub.score_steps(model, [(prompt_of(reference, options.prompt), steps)])
         if isinstance(result, BaseException):
-            raise _failed(result)
+            raise _failed(result, model)
         score = aggregate(result, options.aggregation, options.threshold)
         return Verdict.ok(
             score, f"{options.aggregation} over {len(steps)} steps", model=model, step_scores=result,
@@ -113,7 +119,7 @@ class OrmVerifier(_ModelVerifier[OrmOptions]):
             return Verdict.no_answer("empty response", model=model)
         [result] = await hub.score_responses(model, [(prompt_of(reference, options.prompt), response)])
         if isinstance(result, BaseException):
-            raise _failed(result)
+            raise _failed(result, model)
         return Verdict.ok(result, "outcome reward model score", model=model)
 
 
