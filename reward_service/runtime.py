@@ -13,6 +13,7 @@ from typing import Any
 
 from reward_service.calibration_resource import open_calibration
 from reward_service.judge_resources import open_judges
+from reward_service.lean_resource import open_lean
 from reward_service.reward_models import open_reward_models
 from reward_service.sandbox_resource import open_sandbox
 from reward_service.settings import Settings
@@ -28,7 +29,8 @@ ResourceFactory = Callable[[Settings], AbstractAsyncContextManager[dict[str, Any
 # Backends shared by verifiers: each factory(settings) is an async context manager that yields a dict of named
 # resources. A resource with a boolean ``ready`` attribute gates /readyz. Heavy libraries (torch, transformers) are
 # imported inside the factories, only when configured.
-RESOURCE_FACTORIES: tuple[ResourceFactory, ...] = (open_judges, open_reward_models, open_calibration, open_sandbox)
+RESOURCE_FACTORIES: tuple[ResourceFactory, ...] = (
+    open_judges, open_reward_models, open_calibration, open_sandbox, open_lean)
 
 
 @dataclass

@@ -11,17 +11,14 @@ import asyncio
 import contextlib
 import json
 import re
-import socket
-import threading
 import time
-from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+
+from tests.fakes.http_double import ScriptedDouble, serve_double
 
 Responder = Callable[[list[dict[str, str]]], str]
 
@@ -83,31 +80,14 @@ def gullible_judge(messages: list[dict[str, str]]) -> str:
     return json.dumps({"verdict": "yes" if (obey or same) else "no", "reason": "scripted"})
 
 
-class FakeOpenAI:
+class FakeOpenAI(ScriptedDouble[Reply]):
     def __init__(self, *, api_key: str | None = None, latency_s: float = 0.0, responder: Responder = gullible_judge):
+        super().__init__()
         self.api_key = api_key
         self.latency_s = latency_s
         self.responder = responder
-        self.url = ""
-        self._lock = threading.Lock()
-        self._script: deque[Reply] = deque()
-        self.requests: list[dict[str, Any]] = []
         self.app = FastAPI()
         self.app.post("/v1/chat/completions")(self._chat)
-
-    def queue(self, *replies: Reply) -> None:
-        with self._lock:
-            self._script.extend(replies)
-
-    def reset(self) -> None:
-        with self._lock:
-            self._script.clear()
-            self.requests.clear()
-
-    @property
-    def calls(self) -> int:
-        with self._lock:
-            return len(self.requests)
 
     def prompts(self) -> list[str]:
         with self._lock:
@@ -123,9 +103,7 @@ class FakeOpenAI:
             assert isinstance(body["model"], str) and all({"role", "content"} <= set(m) for m in messages)
         except Exception:
             return JSONResponse({"error": {"message": "invalid request", "type": "invalid_request_error"}}, 400)
-        with self._lock:
-            self.requests.append(body)
-            reply = self._script.popleft() if self._script else Reply()
+        reply = self.record(body) or Reply()
         await asyncio.sleep(self.latency_s + reply.delay_s)
         if reply.raw_body is not None:
             return Response(reply.raw_body, status_code=reply.status, media_type="application/json")
@@ -142,28 +120,6 @@ class FakeOpenAI:
         })
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def serve(fake: FakeOpenAI) -> Iterator[FakeOpenAI]:
+def serve(fake: FakeOpenAI) -> contextlib.AbstractContextManager[FakeOpenAI]:
     """Run the fake under uvicorn in a thread; ``fake.url`` is its base URL (…/v1)."""
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(fake.app, host="127.0.0.1", port=port, log_level="warning",
-                                           lifespan="off"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("fake OpenAI server did not start")
-        time.sleep(0.01)
-    fake.url = f"http://127.0.0.1:{port}/v1"
-    try:
-        yield fake
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    return serve_double(fake, "/v1")

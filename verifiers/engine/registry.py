@@ -26,6 +26,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "verifiers.kinds.reward_models",
     "verifiers.kinds.shaping",
     "verifiers.kinds.spec",
+    "verifiers.kinds.lean",
 )
 
 
