@@ -32,6 +32,7 @@ class Refusal:
 FORBIDDEN: dict[str, tuple[str, str]] = {
     "sorry": ("sorry", "`sorry` leaves a goal unproved"),
     "admit": ("sorry", "`admit` leaves a goal unproved"),
+    "sorryAx": ("sorry", "`sorryAx` leaves a goal unproved"),
     "axiom": ("axiom", "declares an axiom"),
     "axioms": ("axiom", "declares axioms"),
     "constant": ("axiom", "declares a constant without a definition"),
@@ -110,8 +111,9 @@ def check_tokens(tokens: list[Token], *, allow_search_tactics: bool) -> Refusal 
     """Rules that hold wherever the token stands."""
     for k, tok in enumerate(tokens):
         where = f"line {tok.line}"
-        if tok.kind == "ident" and tok.text in FORBIDDEN:
-            rule, why = FORBIDDEN[tok.text]
+        name = _bare(tok.text) if tok.kind == "ident" else ""
+        if name in FORBIDDEN or name.rpartition(".")[2] in FORBIDDEN:
+            rule, why = FORBIDDEN.get(name) or FORBIDDEN[name.rpartition(".")[2]]
             return Refusal(rule, f"{where}: `{tok.text}` {why}")
         if tok.kind == "ident" and tok.text in SEARCH_TACTICS and not allow_search_tactics:
             return Refusal("search_tactic", f"{where}: `{tok.text}` searches the library instead of giving a proof")
@@ -127,6 +129,12 @@ def check_tokens(tokens: list[Token], *, allow_search_tactics: bool) -> Refusal 
             if refusal:
                 return refusal
     return None
+
+
+def _bare(name: str) -> str:
+    """A name without «» quoting: «sorryAx» and _root_.«Lean».ofReduceBool name what sorryAx and Lean.ofReduceBool
+    name."""
+    return name.replace("«", "").replace("»", "")
 
 
 def _check_attribute(tokens: list[Token], k: int) -> Refusal | None:
