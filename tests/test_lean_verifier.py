@@ -99,6 +99,7 @@ def test_reference_with_its_own_header_and_dict_form(fake: FakeLeanServer) -> No
 
 # --- static refusals: each names its rule and never reaches the server ---------------------------------------------
 
+HIDDEN = "instance : OfNat ℝ 5 := ⟨0⟩ -- \"\n"
 REFUSED = {
     "changed type": ("statement", proof("  positivity").replace("x ^ 2 > 0", "x ^ 2 ≥ 0")),
     "changed binder": ("statement", proof("  positivity").replace("(x : ℝ)", "(x : ℕ)")),
@@ -144,6 +145,11 @@ REFUSED = {
     "zero-width": ("unicode", proof("  so\u200brry")),
     "bidi": ("unicode", proof("  positivity -- \u202e ")),
     "unterminated comment": ("syntax", proof("  positivity /- open")),
+    # An interpolated string with a quote in a char literal would end early for a plain-string reader, and a later
+    # quote would then hide the instance between them.
+    "interpolated string": ("syntax", proof("  positivity", "def s := s!\"{'\"'}\"\n" + HIDDEN)),
+    "raw string": ("syntax", proof("  positivity", "def s := r#\"a\"b\"#\n" + HIDDEN)),
+    "no-break space": ("unicode", proof("  positivity").replace("theorem sq", "theorem\u00a0sq")),
 }
 
 

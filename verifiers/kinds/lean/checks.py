@@ -92,9 +92,12 @@ MODIFIERS = frozenset({"private", "protected", "noncomputable", "unsafe", "parti
 
 
 def hidden_characters(text: str) -> Refusal | None:
-    """Invisible format characters (zero-width, bidi controls) make what a reader sees differ from what Lean reads."""
+    """Invisible format characters (zero-width, bidi controls) and whitespace Lean does not take for whitespace
+    (no-break and other spaces, line separators) make what a reader or the lexer sees differ from what Lean reads."""
     for i, c in enumerate(text):
-        if unicodedata.category(c) in ("Cf", "Co", "Cs") or (unicodedata.category(c) == "Cc" and c not in "\n\t\r"):
+        category = unicodedata.category(c)
+        if category in ("Cf", "Co", "Cs", "Zl", "Zp") or (category == "Zs" and c != " ") \
+                or (category == "Cc" and c not in "\n\t\r"):
             line = text.count("\n", 0, i) + 1
             return Refusal("unicode", f"invisible character U+{ord(c):04X} on line {line}")
     return None

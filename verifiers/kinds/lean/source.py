@@ -74,6 +74,13 @@ def lex(src: str) -> list[Token]:
                     j += 1
             line += src.count("\n", i, j)
             i = j
+        elif c == '"' and tokens and tokens[-1].end == i and tokens[-1].kind == "ident" \
+                and (tokens[-1].text.endswith("!") or tokens[-1].text == "r"):
+            # An interpolated string (s!"{x}") holds code, a raw one (r#"..."#) ends elsewhere than a plain one:
+            # reading either as a plain string could hide code from the rules, so neither is accepted.
+            raise LeanSourceError(f"line {line}: interpolated and raw strings are not accepted in a proof")
+        elif c == "#" and tokens and tokens[-1].end == i and tokens[-1].text == "r":
+            raise LeanSourceError(f"line {line}: interpolated and raw strings are not accepted in a proof")
         elif c == '"':
             j = i + 1
             while j < n and src[j] != '"':
