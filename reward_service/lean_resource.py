@@ -22,7 +22,7 @@ async def open_lean(settings: Settings) -> AsyncIterator[dict[str, Any]]:
     client = LeanClient(
         lean.server_url, lean.api_key.get_secret_value() if lean.api_key else None, timeout_s=lean.timeout_s,
         http_timeout_s=lean.http_timeout_s, max_batch=lean.max_batch, batch_wait_ms=lean.batch_wait_ms,
-        max_concurrency=lean.max_concurrency, max_retries=lean.max_retries)
+        max_concurrency=lean.max_concurrency, max_retries=lean.max_retries, api=lean.api)
     log.info("lean server: %r", client)
     try:
         yield {"lean": client}

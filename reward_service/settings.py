@@ -15,7 +15,7 @@ import os
 import tomllib
 from functools import cache
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, create_model, model_validator
@@ -142,6 +142,8 @@ class LeanSettings(Block):
         None, description="Base URL of a Kimina Lean server (it answers POST /api/check); unset: lean is unavailable.")
     api_key: SecretStr | None = Field(
         None, description="The server's API key (LEAN_SERVER_API_KEY there; never logged).")
+    api: Literal["check", "verify"] = Field(
+        "check", description="check: POST /api/check (Kimina server 2.x); verify: POST /verify (server 1.x).")
     timeout_s: int = Field(60, ge=1, le=3600, description="Lean time limit per proof, sent with each batch.")
     http_timeout_s: float = Field(
         900.0, gt=0, description="How long one batch request may take (at least the Lean time limit + 30s).")

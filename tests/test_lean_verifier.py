@@ -309,3 +309,13 @@ def test_different_time_limits_travel_in_different_requests(fake: FakeLeanServer
     verdicts, sent = run(fake.url, items)
     assert all(v.score == 1.0 for v in verdicts) and sent == 2
     assert sorted(r["timeout"] for r in fake.requests) == [5, 9]
+
+
+def test_a_1x_server_is_spoken_to_through_verify(fake: FakeLeanServer) -> None:
+    fake.reset()
+    items = [lean(proof(body)) for body in ("  positivity", "  lib_admit", "  slow_tactic", "  false_step")]
+    verdicts, sent = run(fake.url, items, api="verify")
+    assert [(v.status, v.score) for v in verdicts] == [
+        (Status.OK, 1.0), (Status.REJECTED, 0.0), (Status.TIMEOUT, None), (Status.OK, 0.0)]
+    assert sent == 1 and [c["custom_id"] for c in fake.requests[0]["codes"]] == ["s0", "s1", "s2", "s3"]
+    assert verdicts[0].details["lean_time_s"] == 0.05

@@ -23,6 +23,9 @@ No Lean runs here: the double "elaborates" by fixed rules on the snippet text, w
   lib_unsound_ax when the proof uses ``lib_unsound`` (a library lemma proved from an axiom).
 - ``trace_fake_report``: an info message forging "'NAME' depends on axioms: [propext]" at its own position.
 
+Server 1.x's ``POST /verify`` is served too (``codes`` of ``custom_id``/``proof``; results with ``custom_id``,
+``error`` — "Lean process timed out" — and the REPL's response with its ``time``), by the same rules.
+
 Scripted replies (``queue``) come first: an HTTP status, a raw body, a delay.
 """
 from __future__ import annotations
@@ -158,6 +161,7 @@ class FakeLeanServer(ScriptedDouble[Reply]):
         self.latency_s = latency_s
         self.app = FastAPI()
         self.app.post("/api/check")(self._check)
+        self.app.post("/verify")(self._verify)
         self.app.get("/health")(self._health)
 
     def snippets(self) -> list[str]:
@@ -178,16 +182,22 @@ class FakeLeanServer(ScriptedDouble[Reply]):
         return None
 
     async def _check(self, request: Request) -> Response:
+        return await self._answer(request, "check")
+
+    async def _verify(self, request: Request) -> Response:
+        return await self._answer(request, "verify")
+
+    async def _answer(self, request: Request, api: str) -> Response:
         refused = self._refused(request)
         if refused is not None:
             return refused
         try:
             body = await request.json()
-            snippets = body["snippets"]
-            timeout = body.get("timeout", 30)
-            assert isinstance(snippets, list) and snippets
-            assert all(isinstance(s.get("id"), str) and isinstance(s.get("code"), str) for s in snippets)
-            assert len({s["id"] for s in snippets}) == len(snippets)
+            key, id_key, code_key = ("snippets", "id", "code") if api == "check" else ("codes", "custom_id", "proof")
+            snippets = [(s[id_key], s[code_key]) for s in body[key]]
+            timeout = body.get("timeout", 30 if api == "check" else 300)
+            assert snippets and all(isinstance(i, str) and isinstance(c, str) for i, c in snippets)
+            assert api == "verify" or len({i for i, _ in snippets}) == len(snippets)
             assert isinstance(timeout, int) and timeout >= 0
         except Exception:
             return JSONResponse({"detail": [{"msg": "invalid check request"}]}, status_code=422)
@@ -196,17 +206,20 @@ class FakeLeanServer(ScriptedDouble[Reply]):
         if reply.raw_body is not None or reply.status != 200:
             return Response(reply.raw_body or '{"detail": "scripted"}', status_code=reply.status,
                             media_type="application/json")
-        results = []
-        for s in snippets:
-            code = blank(s["code"])
-            if re.search(r"\bslow_tactic\b", code):
-                results.append({"id": s["id"], "time": float(timeout),
-                                "error": f"Lean REPL command timed out in {timeout} seconds"})
-            elif re.search(r"\brepl_panic\b", code):
-                results.append({"id": s["id"], "time": 0.01, "response": {"message": "REPL process exited"}})
-            else:
-                results.append({"id": s["id"], "time": 0.05, "response": elaborate(s["code"])})
+        results = [_result(sid, code, timeout) for sid, code in snippets]
+        if api == "verify":  # server 1.x: custom_id, error always present, the REPL's time inside the response
+            results = [{"custom_id": r["id"], "error": r.get("error") and "Lean process timed out",
+                        "response": r.get("response") and {**r["response"], "time": r["time"]}} for r in results]
         return JSONResponse({"results": results})
+
+
+def _result(sid: str, code: str, timeout: int) -> dict[str, Any]:
+    visible = blank(code)
+    if re.search(r"\bslow_tactic\b", visible):
+        return {"id": sid, "time": float(timeout), "error": f"Lean REPL command timed out in {timeout} seconds"}
+    if re.search(r"\brepl_panic\b", visible):
+        return {"id": sid, "time": 0.01, "response": {"message": "REPL process exited"}}
+    return {"id": sid, "time": 0.05, "response": elaborate(code)}
 
 
 def serve(fake: FakeLeanServer) -> contextlib.AbstractContextManager[FakeLeanServer]:

@@ -1,10 +1,10 @@
 """An async client of a Kimina Lean server that sends concurrent checks as batches.
 
 Checks that arrive together (a request's items run concurrently on the event loop) wait up to ``batch_wait_ms``
-and leave as one ``POST /api/check`` of at most ``max_batch`` snippets; ``max_concurrency`` such requests are in
-flight at once. Trouble is named: a server that stays down (connection errors, 429/5xx after retries, a refused
-key, a wrong URL) raises ``VerifierUnavailable``; an answer the protocol does not allow raises ``LeanServerError``.
-Neither can become a score.
+and leave as one ``POST /api/check`` (``/verify`` for a 1.x server) of at most ``max_batch`` snippets;
+``max_concurrency`` such requests are in flight at once. Trouble is named: a server that stays down (connection
+errors, 429/5xx after retries, a refused key, a wrong URL) raises ``VerifierUnavailable``; an answer the protocol does
+not allow raises ``LeanServerError``. Neither can become a score.
 """
 from __future__ import annotations
 
@@ -16,12 +16,11 @@ from dataclasses import dataclass
 
 import httpx
 
-from verifiers.kinds.lean.protocol import LeanServerError, SnippetResult, parse_results, request_body
+from verifiers.kinds.lean.protocol import PATHS, Api, LeanServerError, SnippetResult, parse_results, request_body
 from verifiers.types import VerifierUnavailable
 
 log = logging.getLogger(__name__)
 
-CHECK_PATH = "/api/check"
 RETRY_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
 REFUSED_STATUS = frozenset({401, 403, 404, 405})
 
@@ -47,8 +46,10 @@ class LeanClient:
         max_retries: int = 2,
         backoff_s: float = 0.5,
         backoff_max_s: float = 10.0,
+        api: Api = "check",
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self.api: Api = api
         self.timeout_s = timeout_s
         self.max_batch = max_batch
         self.batch_wait_s = batch_wait_ms / 1000.0
@@ -71,7 +72,7 @@ class LeanClient:
         self._tasks: set[asyncio.Task[None]] = set()
 
     def __repr__(self) -> str:  # never shows the key
-        return f"LeanClient(base_url={self.base_url!r}, timeout_s={self.timeout_s})"
+        return f"LeanClient(base_url={self.base_url!r}, api={self.api!r}, timeout_s={self.timeout_s})"
 
     async def aclose(self) -> None:
         for timer in self._timers.values():
@@ -127,12 +128,12 @@ class LeanClient:
         return ceiling * (0.5 + random.random() / 2)
 
     async def _post(self, batch: list[_Pending], limit: int) -> dict[str, SnippetResult]:
-        body = request_body([(p.id, p.code) for p in batch], limit)
+        body = request_body([(p.id, p.code) for p in batch], limit, self.api)
         last = "no attempt made"
         for attempt in range(self.max_retries + 1):
             try:
                 self.requests_sent += 1
-                response = await self._client.post(CHECK_PATH, json=body)
+                response = await self._client.post(PATHS[self.api], json=body)
             except httpx.TimeoutException:
                 last = "no reply in time"
             except httpx.TransportError as exc:

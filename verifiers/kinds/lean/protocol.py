@@ -16,11 +16,18 @@ Response: ``{"results": [...]}``, one entry per snippet, matched by ``id``::
 ``messages``/``sorries`` are the Lean REPL's (leanprover-community/repl); ``error`` is the server's own failure
 (a timeout says "timed out"); a ``response`` with ``message`` is the REPL's. The older ``/checks`` route answered a
 bare list of the same entries, which is read too.
+
+Server 1.x (``server/server.py``) speaks ``POST /verify`` instead: ``{"codes": [{"custom_id", "proof"}], "timeout",
+"disable_cache"}`` answered by ``{"results": [{"custom_id", "error", "response"}]}``, ``response`` being the REPL's
+JSON with its ``time`` (a timeout is the error "Lean process timed out"). ``API = "verify"`` selects it.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
+
+Api = Literal["check", "verify"]
+PATHS: dict[str, str] = {"check": "/api/check", "verify": "/verify"}
 
 SEVERITIES = frozenset({"trace", "info", "warning", "error"})
 
@@ -54,7 +61,10 @@ class SnippetResult:
         return self.error is not None and "timed out" in self.error.lower()
 
 
-def request_body(snippets: list[tuple[str, str]], timeout_s: int) -> dict[str, Any]:
+def request_body(snippets: list[tuple[str, str]], timeout_s: int, api: Api = "check") -> dict[str, Any]:
+    if api == "verify":
+        return {"codes": [{"custom_id": sid, "proof": code} for sid, code in snippets], "timeout": timeout_s,
+                "disable_cache": False}
     return {"snippets": [{"id": sid, "code": code} for sid, code in snippets], "timeout": timeout_s,
             "debug": False, "reuse": True}
 
@@ -66,9 +76,9 @@ def _fail(what: str, entry: object) -> LeanServerError:
 def _message(raw: object) -> Message:
     if not isinstance(raw, dict):
         raise _fail("a message is not an object", raw)
-    severity, pos, data = raw.get("severity"), raw.get("pos"), raw.get("data")
+    severity, pos, data = raw.get("severity"), raw.get("pos") or {"line": 0, "column": 0}, raw.get("data")
     if severity not in SEVERITIES or not isinstance(data, str) or not isinstance(pos, dict):
-        raise _fail("a message lacks severity, pos or data", raw)
+        raise _fail("a message lacks severity or data", raw)
     line, column = pos.get("line"), pos.get("column")
     if not isinstance(line, int) or not isinstance(column, int):
         raise _fail("a message position is not line/column integers", raw)
@@ -76,24 +86,27 @@ def _message(raw: object) -> Message:
 
 
 def _result(raw: object) -> SnippetResult:
-    if not isinstance(raw, dict) or not isinstance(raw.get("id"), str):
+    if not isinstance(raw, dict):
+        raise _fail("a result is not an object", raw)
+    sid = raw.get("id", raw.get("custom_id"))
+    if not isinstance(sid, (str, int)) or isinstance(sid, bool):
         raise _fail("a result has no id", raw)
-    time = raw.get("time", 0.0)
+    error, response = raw.get("error"), raw.get("response")
+    time = raw.get("time", response.get("time", 0.0) if isinstance(response, dict) else 0.0)
     if not isinstance(time, (int, float)):
         raise _fail("a result's time is not a number", raw)
-    error, response = raw.get("error"), raw.get("response")
     if error is not None:
         if not isinstance(error, str):
             raise _fail("a result's error is not a string", raw)
-        return SnippetResult(raw["id"], float(time), error=error)
+        return SnippetResult(str(sid), float(time), error=error)
     if not isinstance(response, dict):
         raise _fail("a result has neither error nor response", raw)
     if "message" in response and "messages" not in response:
-        return SnippetResult(raw["id"], float(time), repl_error=str(response["message"]))
+        return SnippetResult(str(sid), float(time), repl_error=str(response["message"]))
     messages, sorries = response.get("messages") or [], response.get("sorries") or []
     if not isinstance(messages, list) or not isinstance(sorries, list):
         raise _fail("messages or sorries is not a list", raw)
-    return SnippetResult(raw["id"], float(time), messages=[_message(m) for m in messages], sorries=len(sorries))
+    return SnippetResult(str(sid), float(time), messages=[_message(m) for m in messages], sorries=len(sorries))
 
 
 def parse_results(body: object, ids: list[str]) -> dict[str, SnippetResult]:
