@@ -155,10 +155,17 @@ def elaborate(code: str) -> dict[str, Any]:
 
 
 class FakeLeanServer(ScriptedDouble[Reply]):
-    def __init__(self, *, api_key: str | None = None, latency_s: float = 0.0) -> None:
+    """``latency_s``: added to every request. ``repls`` and ``check_s``: a pool of that many REPLs shared by all
+    requests, each snippet holding one for ``check_s`` (the real server's pool, for benchmarks)."""
+
+    def __init__(self, *, api_key: str | None = None, latency_s: float = 0.0, repls: int = 0,
+                 check_s: float = 0.0) -> None:
         super().__init__()
         self.api_key = api_key
         self.latency_s = latency_s
+        self.repls = repls
+        self.check_s = check_s
+        self._pool: asyncio.Semaphore | None = None
         self.app = FastAPI()
         self.app.post("/api/check")(self._check)
         self.app.post("/verify")(self._verify)
@@ -180,6 +187,12 @@ class FakeLeanServer(ScriptedDouble[Reply]):
         if given.removeprefix("Bearer ").strip() != self.api_key:
             return JSONResponse({"detail": "Invalid API key"}, status_code=401)
         return None
+
+    async def _occupy_repl(self) -> None:
+        if self._pool is None:
+            self._pool = asyncio.Semaphore(self.repls)
+        async with self._pool:
+            await asyncio.sleep(self.check_s)
 
     async def _check(self, request: Request) -> Response:
         return await self._answer(request, "check")
@@ -206,6 +219,8 @@ class FakeLeanServer(ScriptedDouble[Reply]):
         if reply.raw_body is not None or reply.status != 200:
             return Response(reply.raw_body or '{"detail": "scripted"}', status_code=reply.status,
                             media_type="application/json")
+        if self.repls:
+            await asyncio.gather(*(self._occupy_repl() for _ in snippets))
         results = [_result(sid, code, timeout) for sid, code in snippets]
         if api == "verify":  # server 1.x: custom_id, error always present, the REPL's time inside the response
             results = [{"custom_id": r["id"], "error": r.get("error") and "Lean process timed out",

@@ -8,6 +8,7 @@ one.
 """
 from __future__ import annotations
 
+import re
 import unicodedata
 from dataclasses import dataclass
 
@@ -91,10 +92,14 @@ ALLOWED_HASH = frozenset({"#check"})
 MODIFIERS = frozenset({"private", "protected", "noncomputable", "unsafe", "partial", "nonrec"})
 
 
+_SUSPECT = re.compile(r"[^\x20-\x7e\n\t\r]")  # all but printable ASCII and the three line characters
+
+
 def hidden_characters(text: str) -> Refusal | None:
     """Invisible format characters (zero-width, bidi controls) and whitespace Lean does not take for whitespace
     (no-break and other spaces, line separators) make what a reader or the lexer sees differ from what Lean reads."""
-    for i, c in enumerate(text):
+    for m in _SUSPECT.finditer(text):
+        i, c = m.start(), m.group()
         category = unicodedata.category(c)
         if category in ("Cf", "Co", "Cs", "Zl", "Zp") or (category == "Zs" and c != " ") \
                 or (category == "Cc" and c not in "\n\t\r"):

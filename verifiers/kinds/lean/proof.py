@@ -30,16 +30,13 @@ def _after_imports(tokens: list[Token]) -> int:
     return k
 
 
-def _strip_preamble_copy(body: str, statement: Statement) -> str:
-    """``body`` without a leading copy of the reference's preamble (past its imports)."""
+def _preamble_copy(tokens: list[Token], statement: Statement) -> int:
+    """How many leading ``tokens`` repeat the reference's preamble (past its imports): 0 or all of it."""
     own = list(statement.preamble_tokens)
     own = own[_after_imports(own):]
-    if not own:
-        return body
-    tokens = lex(body)
-    if len(tokens) >= len(own) and [t.text for t in tokens[:len(own)]] == [t.text for t in own]:
-        return body[tokens[len(own)].start:] if len(tokens) > len(own) else ""
-    return body
+    if own and [t.text for t in tokens[:len(own)]] == [t.text for t in own]:
+        return len(own)
+    return 0
 
 
 def _tactics(code: str, statement: Statement) -> str:
@@ -61,12 +58,16 @@ def build_snippet(code: str, statement: Statement, *, allow_search_tactics: bool
         if refusal:
             return refusal
         start = _after_imports(tokens)
-        body = code[tokens[start].start:] if start < len(tokens) else ""
         if any(t.kind == "ident" and t.text in _DECLARING for t in tokens):
-            mode, body = "file", _strip_preamble_copy(body, statement)
+            # The proof's own tokens are checked (lines as the response numbers them), from past its imports and
+            # its copy of the reference's preamble.
+            mode, rest = "file", tokens[start + _preamble_copy(tokens[start:], statement):]
+            body = code[rest[0].start:] if rest else ""
         else:
-            mode, body = "tactics", _tactics(body, statement)
-        refusal = check_proof(lex(body), statement, allow_search_tactics=allow_search_tactics)
+            mode = "tactics"
+            body = _tactics(code[tokens[start].start:] if start < len(tokens) else "", statement)
+            rest = lex(body)
+        refusal = check_proof(rest, statement, allow_search_tactics=allow_search_tactics)
     except LeanSourceError as exc:
         return Refusal("syntax", str(exc))
     if refusal:
