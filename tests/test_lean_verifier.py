@@ -132,6 +132,7 @@ REFUSED = {
     "open in": ("open_in", proof("  positivity", "open Real in\n")),
     "new open": ("scope", proof("  positivity", "open Finset\n")),
     "nested namespaces": ("scope", proof("  positivity", "namespace A\nnamespace B\n", "end B\nend A\n")),
+    "closes the reference's namespace": ("scope", proof("  positivity", "end Foo\n")),
     "variable+include": ("scope", proof("  positivity", "variable (hf : False)\ninclude hf\n")),
     "instance": ("instance", proof("  positivity", "instance : OfNat ℝ 5 := ⟨0⟩\n")),
     "attribute cmd": ("attribute", proof("  positivity", "attribute [-simp] pow_two\n")),
@@ -171,6 +172,7 @@ def test_search_tactics_can_be_allowed(fake: FakeLeanServer) -> None:
 
 def test_allowed_options_and_helper_lemmas_pass(fake: FakeLeanServer) -> None:
     fake.reset()
+    assert one(fake, proof("  positivity", "section\nlemma l : True := trivial\nend\n")).score == 1.0
     helper = "@[simp] lemma aux (y : ℝ) (h : 0 < y) : y ^ 2 > 0 := by positivity\n\n" \
         "set_option maxHeartbeats 800000 in\n"
     v = one(fake, proof("  exact aux x h₀", helper))
@@ -221,6 +223,8 @@ def test_no_answer_and_invalid_reference(fake: FakeLeanServer) -> None:
     assert one(fake, "by simp", "def f := 1").status == Status.INVALID_REFERENCE
     assert one(fake, "by simp", {"statement": 3}).status == Status.INVALID_REFERENCE
     assert one(fake, "by simp", "theorem t : True").status == Status.INVALID_REFERENCE
+    unproved = one(fake, "by simp", "lemma h : False := sorry\ntheorem t : True := by sorry")
+    assert unproved.status == Status.INVALID_REFERENCE and "preamble uses `sorry`" in unproved.reason
     assert fake.calls == 0
 
 
@@ -283,6 +287,8 @@ def test_axiom_report_parsing() -> None:
     assert judge(SnippetResult("s", messages=[none]), "t").score == 1.0
     sorry = Message("info", 9, 0, "'t' depends on axioms: [propext, sorryAx]")
     assert judge(SnippetResult("s", messages=[sorry]), "t").details["rule"] == "sorry"
+    qualified = Message("info", 9, 0, "'Foo.«t»' depends on axioms: [propext]")
+    assert judge(SnippetResult("s", messages=[qualified]), "t").score == 1.0
     other = Message("info", 9, 0, "'u' depends on axioms: []")
     with pytest.raises(Exception, match="no `#print axioms"):
         judge(SnippetResult("s", messages=[other]), "t")
@@ -319,3 +325,22 @@ def test_a_1x_server_is_spoken_to_through_verify(fake: FakeLeanServer) -> None:
         (Status.OK, 1.0), (Status.REJECTED, 0.0), (Status.TIMEOUT, None), (Status.OK, 0.0)]
     assert sent == 1 and [c["custom_id"] for c in fake.requests[0]["codes"]] == ["s0", "s1", "s2", "s3"]
     assert verdicts[0].details["lean_time_s"] == 0.05
+
+
+def test_shutdown_releases_callers_of_a_batch_in_flight(fake: FakeLeanServer) -> None:
+    fake.reset()
+    fake.queue(Reply(200, delay_s=5.0))
+
+    async def go() -> BaseException | None:
+        client = LeanClient(fake.url, KEY, batch_wait_ms=1.0)
+        waiting = asyncio.create_task(client.check("import Mathlib\n#check Nat"))
+        await asyncio.sleep(0.3)  # the batch is sent and waits on the slow server
+        await client.aclose()
+        try:
+            await asyncio.wait_for(waiting, 2.0)
+        except Exception as exc:
+            return exc
+        return None
+
+    failure = asyncio.run(go())
+    assert failure is not None and "shut down" in str(failure)

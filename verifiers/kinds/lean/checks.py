@@ -205,8 +205,27 @@ def _closes_attribute(tokens: list[Token], k: int) -> bool:
     return False
 
 
+def check_blocks(tokens: list[Token]) -> Refusal | None:
+    """Every ``end`` closes a ``section`` or ``mutual`` block the proof opened, never a scope of the reference's
+    preamble (leaving its namespace would change what the statement's names mean)."""
+    depth = 0
+    for tok in tokens:
+        if tok.kind != "ident":
+            continue
+        if tok.text in ("section", "mutual"):
+            depth += 1
+        elif tok.text == "end":
+            depth -= 1
+            if depth < 0:
+                return Refusal("scope", f"line {tok.line}: `end` closes a scope the proof did not open")
+    return None
+
+
 def check_scope(tokens: list[Token], main: int, statement: Statement) -> Refusal | None:
     """Before the main theorem a proof may only open what the reference opens, and never `open ... in` it."""
+    refusal = check_blocks(tokens)
+    if refusal:
+        return refusal
     allowed = statement.opened
     k = 0
     while k < main:

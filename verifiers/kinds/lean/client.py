@@ -114,10 +114,13 @@ class LeanClient:
         try:
             async with self._slots:
                 results = await self._post(batch, limit)
-        except Exception as exc:
+        except BaseException as exc:  # a cancelled send (shutdown) must not leave its callers waiting
+            failure = exc if isinstance(exc, Exception) else VerifierUnavailable("the Lean client shut down")
             for p in batch:
                 if not p.future.done():
-                    p.future.set_exception(exc)
+                    p.future.set_exception(failure)
+            if not isinstance(exc, Exception):
+                raise
             return
         for p in batch:
             if not p.future.done():

@@ -62,6 +62,12 @@ def _rejected(refusal: Refusal, **details: Any) -> Verdict:
     return Verdict.rejected(f"{refusal.rule}: {refusal.message}", rule=refusal.rule, **details)
 
 
+def _names(printed: str, name: str) -> bool:
+    """Whether Lean's printed name is the theorem's (qualified when the reference states it inside a namespace)."""
+    printed = printed.replace("«", "").replace("»", "")
+    return printed == name or printed.endswith("." + name)
+
+
 def judge(result: SnippetResult, name: str) -> Verdict:
     """The verdict a server result gives the theorem ``name``."""
     details: dict[str, Any] = {"lean_time_s": result.time}
@@ -79,7 +85,7 @@ def judge(result: SnippetResult, name: str) -> Verdict:
     if result.sorries or any(_SORRY_WARNING in m.data for m in result.messages if m.severity == "warning"):
         return _rejected(Refusal("sorry", "the Lean server reports a sorry"), **details)
     reports = [m for m in result.messages if m.severity == "info" and (r := _AXIOM_REPORT.match(m.data))
-               and r.group("name") == name]
+               and _names(r.group("name"), name)]
     if not reports:
         raise LeanServerError(f"the Lean server returned no `#print axioms {name}` output")
     if len(reports) > 1:
