@@ -64,7 +64,7 @@ def _rejected(refusal: Refusal, **details: Any) -> Verdict:
 
 def _names(printed: str, name: str) -> bool:
     """Whether Lean's printed name is the theorem's (qualified when the reference states it inside a namespace)."""
-    printed = printed.replace("«", "").replace("»", "")
+    printed, name = (n.replace("«", "").replace("»", "") for n in (printed, name))
     return printed == name or printed.endswith("." + name)
 
 
