@@ -164,6 +164,17 @@ def test_static_refusals_name_their_rule_without_asking_the_server(fake: FakeLea
     assert fake.calls == 0
 
 
+@pytest.mark.parametrize("flood", [
+    "@[simp, " * 20_000, "/-" * 60_000, "open Finset " * 15_000, "\"" * 100_001, "section " * 30_000,
+    "«" + "a" * 150_000, "open Real in " * 12_000, "(" * 100_000 + " := by", "lemma l " + "(" * 100_000,
+], ids=lambda flood: f"{flood[:12]!r}x{len(flood)}")
+def test_floods_are_answered_in_one_pass(fake: FakeLeanServer, flood: str) -> None:
+    """Every scan is linear: a 100k-character hostile preamble is refused, or sent once, never hung on."""
+    fake.reset()
+    v = one(fake, proof("  positivity", flood + "\n"), max_proof_chars=400_000)
+    assert v.status in (Status.REJECTED, Status.OK) and fake.calls == (v.status == Status.OK), v.reason[:200]
+
+
 def test_search_tactics_can_be_allowed(fake: FakeLeanServer) -> None:
     fake.reset()
     assert one(fake, proof("  exact?"), allow_search_tactics=True).score == 1.0
@@ -329,7 +340,7 @@ def test_a_1x_server_is_spoken_to_through_verify(fake: FakeLeanServer) -> None:
 
 def test_shutdown_releases_callers_of_a_batch_in_flight(fake: FakeLeanServer) -> None:
     fake.reset()
-    fake.queue(Reply(200, delay_s=5.0))
+    fake.queue(Reply(200, delay_s=1.5))
 
     async def go() -> BaseException | None:
         client = LeanClient(fake.url, KEY, batch_wait_ms=1.0)
