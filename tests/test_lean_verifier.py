@@ -298,6 +298,10 @@ def test_axiom_report_parsing() -> None:
     assert judge(SnippetResult("s", messages=[none]), "t").score == 1.0
     sorry = Message("info", 9, 0, "'t' depends on axioms: [propext, sorryAx]")
     assert judge(SnippetResult("s", messages=[sorry]), "t").details["rule"] == "sorry"
+    warned = [Message("warning", 3, 0, "declaration uses 'sorry'"), report]  # no sorries list: the warning says it
+    assert judge(SnippetResult("s", messages=warned), "t").details["rule"] == "sorry"
+    first = judge(SnippetResult("s", messages=[report, Message("error", 7, 2, "b"), Message("error", 4, 0, "a")]), "t")
+    assert first.reason == "Lean error at 4:0: a" and first.details["errors"] == 2
     qualified = Message("info", 9, 0, "'Foo.«t»' depends on axioms: [propext]")
     assert judge(SnippetResult("s", messages=[qualified]), "t").score == 1.0
     other = Message("info", 9, 0, "'u' depends on axioms: []")

@@ -79,7 +79,7 @@ def judge(result: SnippetResult, name: str) -> Verdict:
         raise LeanServerError(f"the Lean REPL failed: {result.repl_error[:300]}")
     errors = [m for m in result.messages if m.severity == "error"]
     if errors:
-        first = errors[0]
+        first = min(errors, key=lambda m: (m.line, m.column))  # the earliest in the file, whatever the order
         return Verdict.ok(0.0, f"Lean error at {first.where()}: {first.data[:500]}", rule="lean_error",
                           errors=len(errors), **details)
     if result.sorries or any(_SORRY_WARNING in m.data for m in result.messages if m.severity == "warning"):
