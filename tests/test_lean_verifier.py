@@ -139,6 +139,7 @@ REFUSED = {
     "#exit": ("exit", proof("  positivity", after="#exit\n")),
     "#eval": ("meta", proof("  positivity", "#eval IO.println \"hi\"\n")),
     "#print forged report": ("meta", proof("  positivity", after="#print \"'sq_pos_of_pos' depends on axioms: []\"\n")),
+    "initialize": ("meta", proof("  positivity", "initialize IO.println \"boot\"\n")),
     "run_tac": ("meta", proof("  run_tac Lean.Elab.Tactic.evalTactic (← `(tactic| positivity))")),
     "import": ("import", proof("  positivity").replace("import Aesop", "import Aesop\nimport Mathlib.Tactic.Cheat")),
     "import other": ("import", proof("  positivity").replace("import Aesop", "import Cheat")),

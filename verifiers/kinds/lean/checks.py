@@ -62,6 +62,8 @@ FORBIDDEN: dict[str, tuple[str, str]] = {
     "run_elab": ("meta", "runs meta code while checking"),
     "run_meta": ("meta", "runs meta code while checking"),
     "by_elab": ("meta", "runs meta code while checking"),
+    "initialize": ("meta", "registers code to run on the Lean server"),
+    "builtin_initialize": ("meta", "registers code to run on the Lean server"),
     "import": ("import", "imports beyond the reference's"),
     "namespace": ("scope", "a namespace changes how the statement's names resolve"),
     "variable": ("scope", "`variable` can add hypotheses to the statement"),
