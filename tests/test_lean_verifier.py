@@ -236,8 +236,20 @@ def test_no_answer_and_invalid_reference(fake: FakeLeanServer) -> None:
     assert one(fake, "by simp", {"statement": 3}).status == Status.INVALID_REFERENCE
     assert one(fake, "by simp", "theorem t : True").status == Status.INVALID_REFERENCE
     unproved = one(fake, "by simp", "lemma h : False := sorry\ntheorem t : True := by sorry")
-    assert unproved.status == Status.INVALID_REFERENCE and "preamble uses `sorry`" in unproved.reason
-    assert fake.calls == 0
+    assert unproved.status == Status.INVALID_REFERENCE
+    assert "sorry: line 8: `sorry` leaves a goal unproved" in unproved.reason
+    # Neither a reference nor default_header may run code on the Lean server.
+    for header in ("import Mathlib\n#eval IO.Process.run {cmd := \"id\"}", "import Mathlib\nrun_cmd pure ()",
+                   "import Mathlib\naxiom cheat : False", "import Mathlib\n#exit",
+                   "import Mathlib\nnotation \"x\" => 1\n@[implemented_by id] def f (n : ℕ) := n"):
+        v = one(fake, "by simp", {"header": header, "formal_statement": "theorem t : True := by sorry"})
+        assert v.status == Status.INVALID_REFERENCE and "preamble" in v.reason, header
+        v = one(fake, "by simp", "theorem t : True := by sorry", default_header=header)
+        assert v.status == Status.INVALID_REFERENCE, header
+    notation = {"header": "import Mathlib\nlocal notation \"𝔽\" => ℝ",
+                "formal_statement": "theorem t : (1 : 𝔽) = 1 := sorry"}
+    assert one(fake, "by norm_num", notation).score == 1.0  # notation of the problem itself is allowed
+    assert fake.calls == 1  # only the accepted proof under the reference's own notation
 
 
 # --- infrastructure trouble: never a score -----------------------------------------------------------------------

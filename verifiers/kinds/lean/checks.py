@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from verifiers.kinds.lean.source import (
@@ -31,19 +32,19 @@ class Refusal:
 
 # Identifier -> (rule, why). Checked wherever the token appears in the proof.
 FORBIDDEN: dict[str, tuple[str, str]] = {
-    "sorry": ("sorry", "`sorry` leaves a goal unproved"),
-    "admit": ("sorry", "`admit` leaves a goal unproved"),
-    "sorryAx": ("sorry", "`sorryAx` leaves a goal unproved"),
+    "sorry": ("sorry", "leaves a goal unproved"),
+    "admit": ("sorry", "leaves a goal unproved"),
+    "sorryAx": ("sorry", "leaves a goal unproved"),
     "axiom": ("axiom", "declares an axiom"),
     "axioms": ("axiom", "declares axioms"),
     "constant": ("axiom", "declares a constant without a definition"),
-    "native_decide": ("axiom", "`native_decide` trusts compiled code (axiom Lean.ofReduceBool)"),
+    "native_decide": ("axiom", "trusts compiled code (axiom Lean.ofReduceBool)"),
     "ofReduceBool": ("axiom", "trusts compiled code (Lean.ofReduceBool)"),
     "ofReduceNat": ("axiom", "trusts compiled code (Lean.ofReduceNat)"),
-    "unsafe": ("unsafe", "`unsafe` code escapes the kernel's checks"),
-    "implemented_by": ("unsafe", "`implemented_by` swaps a definition's code"),
-    "extern": ("unsafe", "`extern` swaps a definition's code"),
-    "csimp": ("unsafe", "`csimp` swaps a definition's code"),
+    "unsafe": ("unsafe", "code escapes the kernel's checks"),
+    "implemented_by": ("unsafe", "swaps a definition's code"),
+    "extern": ("unsafe", "swaps a definition's code"),
+    "csimp": ("unsafe", "swaps a definition's code"),
     "macro": ("macro", "defines a macro (can redefine tactics or notation)"),
     "macro_rules": ("macro", "adds macro rules (can redefine tactics or notation)"),
     "syntax": ("macro", "defines syntax (can redefine tactics or notation)"),
@@ -66,10 +67,10 @@ FORBIDDEN: dict[str, tuple[str, str]] = {
     "builtin_initialize": ("meta", "registers code to run on the Lean server"),
     "import": ("import", "imports beyond the reference's"),
     "namespace": ("scope", "a namespace changes how the statement's names resolve"),
-    "variable": ("scope", "`variable` can add hypotheses to the statement"),
-    "include": ("scope", "`include` can add hypotheses to the statement"),
-    "omit": ("scope", "`omit` changes which variables a statement takes"),
-    "export": ("scope", "`export` changes how the statement's names resolve"),
+    "variable": ("scope", "can add hypotheses to the statement"),
+    "include": ("scope", "can add hypotheses to the statement"),
+    "omit": ("scope", "changes which variables a statement takes"),
+    "export": ("scope", "changes how the statement's names resolve"),
     "instance": ("instance", "a new instance can change what the statement's notation means"),
     "deriving": ("instance", "derives instances"),
     "attribute": ("attribute", "changes attributes of existing declarations"),
@@ -110,6 +111,16 @@ def hidden_characters(text: str) -> Refusal | None:
     return None
 
 
+# What even a reference's preamble may not hold: it runs on the Lean server for every proof, and the service must not
+# relay code execution there (a client's reference or default_header is no more trusted than a policy's proof).
+PREAMBLE_RULES = frozenset({"sorry", "axiom", "unsafe", "meta", "exit"})
+
+
+def check_preamble(statement: Statement) -> Refusal | None:
+    breaches = token_refusals(list(statement.preamble_tokens), allow_search_tactics=True)
+    return next((r for r in breaches if r.rule in PREAMBLE_RULES), None)
+
+
 def check_imports(tokens: list[Token], statement: Statement) -> Refusal | None:
     for k, tok in enumerate(tokens[:-1]):
         if tok.kind == "ident" and tok.text == "import" and tokens[k + 1].text not in statement.imports:
@@ -117,28 +128,26 @@ def check_imports(tokens: list[Token], statement: Statement) -> Refusal | None:
     return None
 
 
-def check_tokens(tokens: list[Token], *, allow_search_tactics: bool) -> Refusal | None:
-    """Rules that hold wherever the token stands."""
+def token_refusals(tokens: list[Token], *, allow_search_tactics: bool) -> Iterator[Refusal]:
+    """Rules that hold wherever the token stands, every breach in order."""
     for k, tok in enumerate(tokens):
         where = f"line {tok.line}"
         name = _bare(tok.text) if tok.kind == "ident" else ""
         if name in FORBIDDEN or name.rpartition(".")[2] in FORBIDDEN:
             rule, why = FORBIDDEN.get(name) or FORBIDDEN[name.rpartition(".")[2]]
-            return Refusal(rule, f"{where}: `{tok.text}` {why}")
-        if tok.kind == "ident" and tok.text in SEARCH_TACTICS and not allow_search_tactics:
-            return Refusal("search_tactic", f"{where}: `{tok.text}` searches the library instead of giving a proof")
-        if tok.kind == "hash" and tok.text not in ALLOWED_HASH:
-            rule = "exit" if tok.text == "#exit" else "meta"
-            return Refusal(rule, f"{where}: `{tok.text}` is not allowed in a proof")
-        if tok.text == "@[":
-            refusal = _check_attribute(tokens, k)
-            if refusal:
-                return refusal
-        if tok.kind == "ident" and tok.text == "set_option":
-            refusal = _check_option(tokens, k)
-            if refusal:
-                return refusal
-    return None
+            yield Refusal(rule, f"{where}: `{tok.text}` {why}")
+        elif tok.kind == "ident" and tok.text in SEARCH_TACTICS and not allow_search_tactics:
+            yield Refusal("search_tactic", f"{where}: `{tok.text}` searches the library instead of giving a proof")
+        elif tok.kind == "hash" and tok.text not in ALLOWED_HASH:
+            yield Refusal("exit" if tok.text == "#exit" else "meta", f"{where}: `{tok.text}` is not allowed in a proof")
+        elif tok.text == "@[" and (refusal := _check_attribute(tokens, k)):
+            yield refusal
+        elif tok.kind == "ident" and tok.text == "set_option" and (refusal := _check_option(tokens, k)):
+            yield refusal
+
+
+def check_tokens(tokens: list[Token], *, allow_search_tactics: bool) -> Refusal | None:
+    return next(token_refusals(tokens, allow_search_tactics=allow_search_tactics), None)
 
 
 def _bare(name: str) -> str:

@@ -15,7 +15,7 @@ from pydantic import Field
 from verifiers.base import BaseOptions, Verifier
 from verifiers.context import Context
 from verifiers.kinds.code.extract import extract_program
-from verifiers.kinds.lean.checks import Refusal
+from verifiers.kinds.lean.checks import Refusal, check_preamble
 from verifiers.kinds.lean.proof import build_snippet
 from verifiers.kinds.lean.protocol import LeanServerError, SnippetResult
 from verifiers.kinds.lean.source import LeanSourceError, Statement, parse_reference
@@ -53,9 +53,14 @@ def statement_of(reference: Any, default_header: str) -> Statement:
     else:
         raise InvalidReference("a lean reference is a statement string or {formal_statement, header?}")
     try:
-        return parse_reference(text, default_header)
+        statement = parse_reference(text, default_header)
     except (ValueError, LeanSourceError) as exc:
         raise InvalidReference(str(exc)) from None
+    refusal = check_preamble(statement)
+    if refusal is not None:
+        raise InvalidReference(f"the reference's preamble (with default_header) is refused: {refusal.rule}: "
+                               f"{refusal.message}")
+    return statement
 
 
 def _rejected(refusal: Refusal, **details: Any) -> Verdict:
