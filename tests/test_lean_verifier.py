@@ -87,6 +87,14 @@ def test_tactics_only_and_whitespace_and_comments_in_the_statement(fake: FakeLea
     assert one(fake, commented).score == 1.0
 
 
+def test_a_let_in_the_statement_is_part_of_the_statement(fake: FakeLeanServer) -> None:
+    fake.reset()
+    ref = "theorem t : let x := (3 : ℕ); x + x = 6 := by sorry"
+    assert one(fake, "```lean\ntheorem t : let x := (3 : ℕ); x + x = 6 := by\n  decide\n```", ref).score == 1.0
+    v = one(fake, "```lean\ntheorem t : let x := (0 : ℕ); x + x = 0 := by\n  decide\n```", ref)
+    assert v.details["rule"] == "statement" and fake.calls == 1
+
+
 def test_reference_with_its_own_header_and_dict_form(fake: FakeLeanServer) -> None:
     fake.reset()
     ref = {"header": "import Mathlib\nopen Real", "formal_statement": "theorem t1 : (2 : ℝ) + 2 = 4 := by sorry"}

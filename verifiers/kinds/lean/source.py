@@ -140,19 +140,25 @@ def words(tokens: list[Token]) -> str:
 
 _OPEN_BRACKETS = {"(": ")", "[": "]", "{": "}", "⟨": "⟩", "⦃": "⦄", "@[": "]"}
 _CLOSE_BRACKETS = frozenset(_OPEN_BRACKETS.values())
+_BINDERS = frozenset({"let", "have", "letI", "haveI"})
 
 
 def signature_end(tokens: list[Token], start: int) -> int | None:
     """Index of the ``:=`` that ends the signature beginning at ``start`` (outside every bracket), else None."""
     depth = 0
+    bindings = 0  # `let x := v; ...` / `have h := p; ...` in the type: their := is not the signature's end
     for k in range(start, len(tokens)):
         text = tokens[k].text
         if text in _OPEN_BRACKETS:
             depth += 1
         elif text in _CLOSE_BRACKETS:
             depth -= 1
+        elif text in _BINDERS and depth == 0:
+            bindings += 1
         elif text == ":=" and depth == 0:
-            return k
+            if not bindings:
+                return k
+            bindings -= 1
         elif tokens[k].kind == "ident" and text in THEOREM_KEYWORDS and depth == 0:
             return None  # the next declaration began before this one said :=
     return None
