@@ -15,7 +15,7 @@ import os
 import tomllib
 from functools import cache
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, create_model, model_validator
@@ -138,6 +138,25 @@ class JudgeSettings(Block):
     cache_size: int = Field(10_000, ge=0, description="Cached judge completions (0: no cache, no de-dup).")
 
 
+class LeanSettings(Block):
+    """The Kimina Lean server the ``lean`` verifier checks proofs with (docs/lean.md)."""
+
+    prefix = "lean_"
+    server_url: str | None = Field(
+        None, description="Base URL of a Kimina Lean server (it answers POST /api/check); unset: lean is unavailable.")
+    api_key: SecretStr | None = Field(
+        None, description="The server's API key (LEAN_SERVER_API_KEY there; never logged).")
+    api: Literal["check", "verify"] = Field(
+        "check", description="check: POST /api/check (Kimina server 2.x); verify: POST /verify (server 1.x).")
+    timeout_s: int = Field(60, ge=1, le=3600, description="Lean time limit per proof, sent with each batch.")
+    http_timeout_s: float = Field(
+        900.0, gt=0, description="How long one batch request may take (at least the Lean time limit + 30s).")
+    max_batch: int = Field(32, ge=1, le=1024, description="Snippets in one POST /api/check.")
+    batch_wait_ms: float = Field(20.0, ge=0, description="How long a check waits for others to share its batch.")
+    max_concurrency: int = Field(4, ge=1, description="Batch requests in flight at once.")
+    max_retries: int = Field(2, ge=0, description="Retries on 429/5xx/connection errors (jittered backoff).")
+
+
 class ModelSettings(Block):
     specs: list[ModelSpec] = Field(
         default_factory=list, alias="reward_models",
@@ -199,6 +218,7 @@ BLOCKS: dict[str, type[Block]] = {
     "limits": LimitsSettings,
     "sandbox": SandboxSettings,
     "judges": JudgeSettings,
+    "lean": LeanSettings,
     "models": ModelSettings,
     "calibration": CalibrationSettings,
     "openrlhf": OpenRLHFSettings,
@@ -269,6 +289,7 @@ class Settings(BaseSettings):
     limits: LimitsSettings = Field(default_factory=LimitsSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     judges: JudgeSettings = Field(default_factory=JudgeSettings)
+    lean: LeanSettings = Field(default_factory=LeanSettings)
     models: ModelSettings = Field(default_factory=ModelSettings)
     calibration: CalibrationSettings = Field(default_factory=CalibrationSettings)
     openrlhf: OpenRLHFSettings = Field(default_factory=OpenRLHFSettings)

@@ -13,6 +13,7 @@ from typing import Any
 
 from reward_service.resources.calibration import open_calibration
 from reward_service.resources.judges import open_judges
+from reward_service.resources.lean import open_lean
 from reward_service.resources.reward_models import open_reward_models
 from reward_service.resources.sandbox import open_sandbox
 from reward_service.settings import Settings
@@ -29,7 +30,8 @@ ResourceFactory = Callable[[Settings], AbstractAsyncContextManager[Mapping[Resou
 # Backends shared by verifiers: each factory(settings) is an async context manager that yields its resources under
 # their typed keys. A resource that is ``Warming`` gates /readyz. Heavy libraries (torch, transformers) are
 # imported inside the factories, only when configured.
-RESOURCE_FACTORIES: tuple[ResourceFactory, ...] = (open_judges, open_reward_models, open_calibration, open_sandbox)
+RESOURCE_FACTORIES: tuple[ResourceFactory, ...] = (
+    open_judges, open_reward_models, open_calibration, open_sandbox, open_lean)
 
 
 @dataclass

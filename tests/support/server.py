@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -56,6 +57,14 @@ class LiveServer:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+    def verify(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """POST /v1/verify; the results of a 200 answer (anything else fails the test)."""
+        with self.client() as c:
+            r = c.post("/v1/verify", json={"items": items})
+        assert r.status_code == 200, r.text
+        results: list[dict[str, Any]] = r.json()["results"]
+        return results
 
 
 @contextlib.contextmanager

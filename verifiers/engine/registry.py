@@ -27,6 +27,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "verifiers.kinds.shaping",
     "verifiers.kinds.spec",
     "verifiers.kinds.sql",
+    "verifiers.kinds.lean",
 )
 
 

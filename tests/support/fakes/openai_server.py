@@ -11,17 +11,17 @@ import asyncio
 import contextlib
 import json
 import re
-import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+
+from tests.support.fakes.http_double import ScriptedDouble, serve_double
 
 Responder = Callable[[list[dict[str, str]]], str]
 
@@ -84,8 +84,9 @@ def gullible_judge(messages: list[dict[str, str]]) -> str:
     return json.dumps({"verdict": "yes" if (obey or same) else "no", "reason": "scripted"})
 
 
-class FakeOpenAI:
+class FakeOpenAI(ScriptedDouble[Reply]):
     def __init__(self, *, api_key: str | None = None, latency_s: float = 0.0, responder: Responder = gullible_judge):
+        super().__init__()
         self.api_key = api_key
         self.latency_s = latency_s
         self.responder = responder
@@ -147,28 +148,6 @@ class FakeOpenAI:
         })
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def serve(fake: FakeOpenAI) -> Iterator[FakeOpenAI]:
+def serve(fake: FakeOpenAI) -> contextlib.AbstractContextManager[FakeOpenAI]:
     """Run the fake under uvicorn in a thread; ``fake.url`` is its base URL (…/v1)."""
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(fake.app, host="127.0.0.1", port=port, log_level="warning",
-                                           lifespan="off"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("fake OpenAI server did not start")
-        time.sleep(0.01)
-    fake.url = f"http://127.0.0.1:{port}/v1"
-    try:
-        yield fake
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    return serve_double(fake, "/v1")

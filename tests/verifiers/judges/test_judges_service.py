@@ -35,19 +35,12 @@ def live(fake: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         yield server
 
 
-def _post(live: LiveServer, items: list[dict]) -> list[dict]:
-    with live.client() as c:
-        r = c.post("/v1/verify", json={"items": items})
-    assert r.status_code == 200, r.text
-    return r.json()["results"]
-
-
 def test_group_with_duplicates_over_http(live: LiveServer, fake: FakeOpenAI) -> None:
     fake.reset()
     answers = ["x = 7", "The answer is 7.", "x = 8", "x = 7", "x = 7", "x = 8", "The answer is 7.", "x = 7"]
     items = [{"id": str(i), "verifier": "judge_reference", "response": a, "reference": "7", "group": "g"}
              for i, a in enumerate(answers)]
-    results = _post(live, items)
+    results = live.verify(items)
     assert [r["score"] for r in results] == [1.0, 1.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0]
     assert all(r["status"] == "ok" for r in results)
     assert fake.calls == 3
@@ -56,7 +49,7 @@ def test_group_with_duplicates_over_http(live: LiveServer, fake: FakeOpenAI) -> 
 
 def test_guard_hack_and_bad_item_do_not_sink_the_batch(live: LiveServer, fake: FakeOpenAI) -> None:
     fake.reset()
-    results = _post(live, [
+    results = live.verify([
         {"verifier": "judge_reference", "response": "Let's solve this problem step by step.", "reference": "7"},
         {"verifier": "rubric", "response": "Paris", "reference": "not a rubric"},
         {"verifier": "rubric", "response": "Paris is nice", "reference": [{"text": 'says "Paris"', "required": True}]},
@@ -70,7 +63,7 @@ def test_request_cannot_supply_a_url_but_can_pick_a_configured_backend(live: Liv
         r = c.post("/v1/verify", json={"items": [{"verifier": "judge_reference", "response": "7", "reference": "7",
                                                   "options": {"base_url": "http://attacker.example/v1"}}]})
     assert r.status_code == 422 and "base_url" in r.text
-    results = _post(live, [
+    results = live.verify([
         {"verifier": "judge_reference", "response": "7", "reference": "7", "options": {"backend": "down"}},
         {"verifier": "judge_reference", "response": "7", "reference": "7", "options": {"backend": "elsewhere"}},
         {"verifier": "judge_reference", "response": "7", "reference": "7", "options": {"backend": "default"}},
@@ -81,7 +74,7 @@ def test_request_cannot_supply_a_url_but_can_pick_a_configured_backend(live: Liv
 
 
 def test_api_key_is_sent_but_never_logged(live: LiveServer, fake: FakeOpenAI) -> None:
-    _post(live, [{"verifier": "judge_reference", "response": "x is 9", "reference": "9"}])
+    live.verify([{"verifier": "judge_reference", "response": "x is 9", "reference": "9"}])
     assert fake.calls >= 1
     log = Path(live.log_path).read_text()
     assert "judge backends" in log and API_KEY not in log
@@ -92,7 +85,7 @@ def test_api_key_is_sent_but_never_logged(live: LiveServer, fake: FakeOpenAI) ->
 
 def test_judge_rate_limits_in_metrics(live: LiveServer, fake: FakeOpenAI) -> None:
     fake.reset()
-    results = _post(live, [{"verifier": "judge_reference", "response": f"It is {i}.", "reference": str(i)}
+    results = live.verify([{"verifier": "judge_reference", "response": f"It is {i}.", "reference": str(i)}
                            for i in range(900, 903)])
     assert [r["status"] for r in results] == ["ok"] * 3
     with live.client() as c:
@@ -109,7 +102,7 @@ def test_generative_prm_over_http_names_an_off_format_critique(live: LiveServer,
     """The double here is a verdict judge, not a step critic: its answer has no step verdicts, which is an error
     with the reason, never a score."""
     fake.reset()
-    [result] = _post(live, [{"verifier": "generative_prm", "response": "2 + 2 = 4.\n\nSo the answer is 4.",
+    [result] = live.verify([{"verifier": "generative_prm", "response": "2 + 2 = 4.\n\nSo the answer is 4.",
                              "reference": {"problem": "What is 2 + 2?"}}])
     assert result["status"] == "error" and result["score"] is None
     assert "neither format" in result["reason"] and fake.calls == 1

@@ -18,6 +18,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "go": ("go", "golang"),
     "rust": ("rust", "rs"),
     "bash": ("bash", "sh", "shell"),
+    "lean": ("lean4", "lean"),
 }
 _CANONICAL = {alias: name for name, aliases in ALIASES.items() for alias in aliases}
 

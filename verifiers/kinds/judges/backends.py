@@ -7,11 +7,9 @@ allow raises ``JudgeError``. Neither can turn into a score.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import logging
 import math
 import random
-import time
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
@@ -19,18 +17,13 @@ import httpx
 
 from sandbox.api import run_client
 from verifiers.context import request_source
+from verifiers.kinds.http_calls import REFUSED_STATUS, RETRYABLE_STATUS, retry_after
 from verifiers.kinds.judges.ratelimit import Clock, Grant, LimiterStats, Limits, RateLimiter
 from verifiers.types import VerifierFailed, VerifierUnavailable
 
 log = logging.getLogger(__name__)
 
 Messages = list[dict[str, str]]
-
-# Worth another try: rate limits, overload, gateway trouble, request timeouts.
-RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
-# The backend is misconfigured (bad key, wrong model or path): no answer will come, whatever we send.
-REFUSED_STATUS = frozenset({401, 403, 404})
-
 
 class JudgeError(VerifierFailed):
     """The judge answered, but not with something usable (bad request, malformed completion)."""
@@ -60,22 +53,6 @@ class JudgeBackend(Protocol):
     async def complete(self, messages: Messages, sampling: Sampling) -> str: ...
 
     async def aclose(self) -> None: ...
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    """Seconds from a Retry-After header (delta-seconds or an HTTP date)."""
-    value = response.headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 class TokenEstimate:
@@ -215,7 +192,7 @@ class OpenAIChatBackend:
                 if code not in RETRYABLE_STATUS:
                     raise JudgeError(f"judge backend {self.name!r} rejected the request: HTTP {code}: {snippet}")
                 last = f"HTTP {code}"
-                hinted = _retry_after(response)
+                hinted = retry_after(response)
                 if hinted is not None:  # every call of this backend waits it out, this retry in the gate's queue
                     self.limiter.pause(min(hinted, self.backoff_max_s))
                     wait = 0.0

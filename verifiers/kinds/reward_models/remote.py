@@ -35,7 +35,7 @@ from typing import Any
 
 import httpx
 
-from verifiers.kinds.judges.backends import REFUSED_STATUS, RETRYABLE_STATUS, _retry_after
+from verifiers.kinds.http_calls import REFUSED_STATUS, RETRYABLE_STATUS, retry_after
 from verifiers.kinds.reward_models.batcher import Coalescer, _Pending
 from verifiers.kinds.reward_models.formats import Encoded, Encoder
 from verifiers.kinds.reward_models.spec import ModelSpec
@@ -323,7 +323,7 @@ class RemoteScorer(Coalescer):
                 if code not in RETRYABLE_STATUS:
                     raise RequestRejected(f"{where} rejected the input: HTTP {code}: {_error_message(response)}")
                 last = f"HTTP {code}: {_error_message(response)[:120]}"
-                hinted = _retry_after(response)
+                hinted = retry_after(response)
                 if hinted is not None:
                     wait = min(hinted, 60.0)
             if attempt < spec.max_retries:
