@@ -35,6 +35,16 @@ def chromium_dom(url: str, profile: Path, *flags: str, what: str = "the page", t
 TEST_PLUGINS = "tests.plugins.testing_verifiers"
 
 
+def compose_cli() -> list[str] | None:
+    """The compose command line here (``docker compose`` or ``docker-compose``), or None; no engine is needed to
+    validate and render a compose file."""
+    if shutil.which("docker") and subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
+        return ["docker", "compose"]
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    return None
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
