@@ -177,14 +177,15 @@ def test_two_replicas_score_through_the_proxy(serve_url: str) -> None:
         assert sandbox_works or shutil.which("bwrap") is None, ready.json()
         items = ITEMS + (CODE_ITEMS if sandbox_works else [])
 
-        def post(_: int) -> httpx.Response:
-            return client.post("/v1/verify", json={"items": items})
+        def post(i: int) -> httpx.Response:
+            return client.post("/v1/verify", json={"items": items}, headers={"X-Request-ID": f"trainer-{i}"})
 
         with ThreadPoolExecutor(8) as threads:
             answers = list(threads.map(post, range(32)))
     replicas = set()
-    for r in answers:
+    for i, r in enumerate(answers):
         assert r.status_code == 200, r.text
+        assert r.headers.get_list("x-request-id") == [f"trainer-{i}"]  # the caller's id, once
         replicas.add(r.headers[REPLICA_HEADER])
         results = {x["id"]: x for x in r.json()["results"]}
         assert [results[i]["score"] for i in ("right", "wrong", "same", "other")] == [1.0, 0.0, 1.0, 0.0]

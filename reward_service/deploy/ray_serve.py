@@ -44,7 +44,10 @@ def replica_settings(config: str | None, settings: dict[str, Any], cpus: float) 
 
 
 class ReplicaHeader:
-    """Names the replica in every HTTP answer (which replica scored a request, when reading a client's log)."""
+    """Names the replica in every HTTP answer (which replica scored a request, when reading a client's log).
+
+    It also drops the app's ``X-Request-ID``: Serve's proxy puts its request id (the client's, or one it makes) on
+    the request, which the app takes up, and adds it to the answer itself, which would otherwise carry it twice."""
 
     def __init__(self, app: ASGIApp, replica: str) -> None:
         self.app = app
@@ -57,7 +60,8 @@ class ReplicaHeader:
 
         async def send_named(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), (REPLICA_HEADER.encode(), self.value)]
+                kept = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"x-request-id"]
+                message["headers"] = [*kept, (REPLICA_HEADER.encode(), self.value)]
             await send(message)
 
         await self.app(scope, receive, send_named)
