@@ -228,3 +228,24 @@ def test_deleting_the_application_closes_every_replica(serve_url: str) -> None:
     left = [psutil.Process(p).cmdline()[:3] for p in _alive(started)]
     assert not left, left
     assert httpx.get(f"{serve_url}/readyz", timeout=60).status_code == 200
+
+
+def test_health_check_fails_when_the_pool_is_gone() -> None:
+    """Serve replaces a replica whose ``check_health`` raises: the check passes on a running app and fails once its
+    worker pool has no live process (here closed under it)."""
+    from fastapi.testclient import TestClient
+
+    from reward_service.app import create_app
+    from reward_service.deploy.ray_serve import RewardServiceReplica
+    from reward_service.settings import load_settings
+
+    replica = object.__new__(RewardServiceReplica)  # the replica's own constructor needs a running Serve replica
+    replica.service_app = None
+    replica.check_health()  # not built yet: nothing to judge
+    app = create_app(load_settings(workers=1, sandbox_warm_pool=0))
+    replica.service_app = app
+    with TestClient(app) as client:
+        replica.check_health()
+        client.portal.call(app.state.services.runtime.pool.close)
+        with pytest.raises(RuntimeError, match="no live verifier worker"):
+            replica.check_health()
