@@ -53,6 +53,8 @@ def test_replica_sizes_its_pools_to_its_cpus(monkeypatch: pytest.MonkeyPatch) ->
     assert (s.execution.workers, s.sandbox.max_concurrent) == (1, 2)
     s = replica_settings(None, {"workers": 5, "max_batch_items": 7}, 2.0)  # what the operator set stays
     assert (s.execution.workers, s.sandbox.max_concurrent, s.limits.max_batch_items) == (5, 4, 7)
+    s = replica_settings(None, {"workers": 0}, 2.0)  # 0 said outright is still "one per core": the replica's
+    assert s.execution.workers == 2
     monkeypatch.setenv("REWARD_SERVICE_SANDBOX_MAX_CONCURRENT", "9")
     assert replica_settings(None, {}, 2.0).sandbox.max_concurrent == 9
 

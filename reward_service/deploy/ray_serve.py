@@ -40,7 +40,7 @@ def replica_settings(config: str | None, settings: dict[str, Any], cpus: float) 
         sized["workers"] = cores
     if chosen.sandbox.max_concurrent == 0:
         sized["sandbox_max_concurrent"] = 2 * cores
-    return load_settings(config, **settings, **sized) if sized else chosen
+    return load_settings(config, **{**settings, **sized}) if sized else chosen
 
 
 class ReplicaHeader:
