@@ -3,6 +3,7 @@
     python benchmarks/scale_out.py                     # 1 and 2 instances on this machine's cores
     python benchmarks/scale_out.py --device            # 1, 2 and 4 instances, more items (a machine of 16+ cores)
     python benchmarks/scale_out.py --instances 1,2,4 --items 4000
+    python benchmarks/scale_out.py --ray-serve        # also through Ray Serve replicas behind Serve's proxy
 
 Every configuration gets the same cores: with C cores and k instances, each instance is pinned to C/k of them
 (``sched_setaffinity``, as a container's CPU limit caps it) and runs C/k verifier workers, so the ratio shows what
@@ -20,6 +21,10 @@ once, in order; each instance's share is counted on its own ``/metrics``.
 Two figures per configuration: items/s (wall clock, best of ``--rounds``) and items per CPU-second (the instances'
 processes and the client, same pass): on a machine shared with other work, more processes also win more of the CPU,
 which raises items/s without any gain of the design; the CPU figure shows what balancing costs.
+
+``--ray-serve`` adds the same instance counts as Ray Serve replicas (``reward_service/deploy/ray_serve.py``) on a
+local Ray of the same cores, scored through Serve's one HTTP proxy: the ratio to one instance reached directly is
+what the proxy's extra hop and Ray's own processes cost.
 """
 from __future__ import annotations
 
@@ -82,6 +87,19 @@ def cpu_seconds(url: str) -> float:
     return total
 
 
+def cpu_of_descendants() -> float:
+    """CPU time of every process below this one (Ray's: GCS, raylet, Serve's controller and proxy, the replicas and
+    their worker pools) and of this one (the client)."""
+    import psutil
+
+    total = time.process_time()
+    for p in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            t = p.cpu_times()
+            total += t.user + t.system
+    return total
+
+
 def multi_url_client(urls: list[str], concurrency: int, chunk_size: int) -> AsyncRewardClient | None:
     """A client over every URL, where the installed client takes a list; else None."""
     if len(urls) == 1:
@@ -134,6 +152,49 @@ def run_config(k: int, cores: list[int], items: list[dict[str, Any]], warm: list
             "items_per_cpu_s": len(items) / cpu, "restarts": restarts}
 
 
+def run_serve(k: int, cores: list[int], items: list[dict[str, Any]], warm: list[dict[str, Any]], rounds: int,
+              chunk_size: int) -> dict[str, Any]:
+    """The same items through Ray Serve: ``k`` replicas of C/k CPUs on a local Ray of C CPUs, one client of the
+    one proxy URL (Serve balances). Ray's processes are not pinned; the CPU figure counts all of them."""
+    import ray
+    from ray import serve
+
+    from benchmarks._common import free_port, wait_ready
+    from reward_service.deploy.ray_serve import application
+
+    per = max(1, len(cores) // k)
+    port = free_port()
+    ray.init(num_cpus=len(cores), include_dashboard=False, log_to_driver=False)
+    try:
+        serve.start(http_options={"host": "127.0.0.1", "port": port})
+        serve.run(application(replicas=k, cpus_per_replica=per, settings={"sandbox_warm_pool": 0}),
+                  name="scale-out", route_prefix="/")
+        url = f"http://127.0.0.1:{port}"
+        wait_ready(f"{url}/readyz", _NeverExits())
+        asyncio.run(score([url], warm, 2 * per * k, chunk_size))
+        best, cpu = 0.0, 0.0
+        for _ in range(rounds):
+            cpu_before = cpu_of_descendants()
+            started = time.perf_counter()
+            results, _ = asyncio.run(score([url], items, 2 * per * k, chunk_size))
+            elapsed = time.perf_counter() - started
+            used = cpu_of_descendants() - cpu_before
+            assert [r.id for r in results] == [i["id"] for i in items], "an item missing, repeated or out of order"
+            if len(items) / elapsed > best:
+                best, cpu = len(items) / elapsed, used
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+    return {"instances": k, "cores_each": per, "items_per_s": best, "items_per_cpu_s": len(items) / cpu}
+
+
+class _NeverExits:
+    """``wait_ready`` polls a process; Serve's replicas are not one."""
+
+    def poll(self) -> None:
+        return None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--instances", default="1,2", help="instance counts to compare, the first is the baseline")
@@ -141,6 +202,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="timed passes per configuration (best is kept)")
     parser.add_argument("--chunk-size", type=int, default=64)
     parser.add_argument("--cores", type=int, default=len(os.sched_getaffinity(0)), help="cores to use in all")
+    parser.add_argument("--ray-serve", action="store_true",
+                        help="also each instance count as Ray Serve replicas behind Serve's proxy")
     parser.add_argument("--device", action="store_true", help="instances 1,2,4 and 8,000 items (a bigger machine)")
     args = parser.parse_args()
     counts = [1, 2, 4] if args.device else [int(x) for x in args.instances.split(",")]
@@ -157,6 +220,12 @@ def main() -> None:
               f"(ratio {r['items_per_s'] / base['items_per_s']:.2f}), {r['items_per_cpu_s']:6.1f} items per CPU-second "
               f"(ratio {r['items_per_cpu_s'] / base['items_per_cpu_s']:.2f}), shares {share}, "
               f"{r['restarts']:.0f} worker restarts ({r['mode']})", flush=True)
+    for k in counts if args.ray_serve else []:
+        r = run_serve(k, cores, items, warm, args.rounds, args.chunk_size)
+        print(f"{k} Ray Serve replica(s) x {r['cores_each']} CPUs: {r['items_per_s']:8.1f} items/s "
+              f"(ratio {r['items_per_s'] / base['items_per_s']:.2f}), {r['items_per_cpu_s']:6.1f} items per "
+              f"CPU-second (ratio {r['items_per_cpu_s'] / base['items_per_cpu_s']:.2f}), ratios to one instance "
+              "reached directly; one client of the proxy", flush=True)
 
 
 if __name__ == "__main__":
