@@ -39,13 +39,15 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 120.0) 
 
 
 @contextlib.contextmanager
-def service(env: dict[str, str] | None = None) -> Iterator[str]:
-    """The real service (``reward-service serve``) on a free loopback port."""
+def service(env: dict[str, str] | None = None, cpus: set[int] | None = None) -> Iterator[str]:
+    """The real service (``reward-service serve``) on a free loopback port; ``cpus``: the only cores it and its
+    worker processes may run on (as a container's CPU limit would cap it)."""
     port = free_port()
     full_env = {**os.environ, "REWARD_SERVICE_LOG_LEVEL": "WARNING", **(env or {})}
     proc = subprocess.Popen(
         [sys.executable, "-m", "reward_service", "serve", "--port", str(port)],
         env=full_env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
     )
     url = f"http://127.0.0.1:{port}"
     try:

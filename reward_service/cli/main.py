@@ -105,5 +105,10 @@ from reward_service.batch.command import score  # noqa: E402
 app.command("score")(score)
 
 
+from reward_service.deploy.command import serve_ray  # noqa: E402
+
+app.command("serve-ray")(serve_ray)
+
+
 def main() -> None:
     app()

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from reward_service.settings import FLAT_NAMES
+from tests.support.deploy import compose_cli
 from tests.support.server import ROOT, free_port, run_server
 
 DOCKERFILES = [ROOT / "Dockerfile", ROOT / "Dockerfile.gpu"]
@@ -49,14 +50,6 @@ def parse_env(stage: list[str]) -> dict[str, str]:
         for key, value in re.findall(r"(\w+)=(\S+)", body):
             env[key] = value
     return env
-
-
-def compose_cli() -> list[str] | None:
-    if shutil.which("docker") and subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
-        return ["docker", "compose"]
-    if shutil.which("docker-compose"):
-        return ["docker-compose"]
-    return None
 
 
 def test_compose_file_validates() -> None:

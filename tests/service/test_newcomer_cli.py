@@ -12,7 +12,8 @@ import pytest
 
 from tests.support.server import ROOT
 
-COMMANDS = ["", "serve", "verify", "score", "prm-eval", "audit", "audit labelled", "audit probes", "audit diff"]
+COMMANDS = ["", "serve", "serve-ray", "verify", "score", "prm-eval", "audit", "audit labelled", "audit probes",
+            "audit diff"]
 FLAGS = {"score": ["--overwrite", "--ray", "--allow-missing-fields"], "audit labelled": ["--store"],
          "prm-eval": ["--json"]}
 
