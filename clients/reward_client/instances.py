@@ -1,0 +1,291 @@
+"""Several instances of the service behind one client: least-loaded dispatch, failover and probing back in.
+
+Each request (a chunk of items, or any other call) goes to the healthy instance with the fewest items in flight
+(ties in turn, so a caller sending one chunk at a time still spreads its work). An instance fails when its
+connection fails (refused, reset, the process gone), when it times out, or when it answers 502/504 (a proxy in front
+of a dead instance): it leaves the rotation, every chunk still in flight there is sent again to another instance,
+and it is probed on ``/readyz`` with jittered backoff (``RetryPolicy.base_delay_s`` doubling up to ``max_delay_s``)
+until it answers and rejoins. A 429 or 503 says the instance is alive but busy (or restarting): the chunk goes to
+another instance at once, and the busy one is left alone for what its Retry-After asked.
+
+A chunk sent twice is answered once: the first answer wins and the other attempt is cancelled, so a slow instance
+answering after its chunk was re-sent adds nothing. A chunk always travels whole to one instance, so a GRPO group
+(which ``protocol.chunks`` never cuts) is scored whole by one instance. When no instance can take a chunk, the chunk
+waits for one to come back (or for a busy one's Retry-After) and tries again, within the client's ``RetryPolicy``;
+when that is spent, the usual named error (``ServiceUnavailable``, or ``ServiceUnreachable`` when no instance ever
+answered) is raised with every URL in its message: an outage never becomes a score.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Sequence
+from typing import Any, Union
+
+import httpx
+
+from reward_client.errors import ServiceUnavailable, ServiceUnreachable
+from reward_client.protocol import ClientConfig, Contact, judge
+
+log = logging.getLogger("reward_client")
+PROBE_PATH = "/readyz"
+PROBE_TIMEOUT_S = 5.0
+# answers that mean "nothing behind this address right now" (a gateway in front of a dead instance)
+DEAD_STATUSES = frozenset({502, 504})
+Attempt = Union[httpx.Response, BaseException]
+
+
+def weight_of(body: Any) -> int:
+    """Items a request carries: its ``items`` (or OpenRLHF's ``query``) list, else 1."""
+    if isinstance(body, dict):
+        for key in ("items", "query"):
+            value = body.get(key)
+            if isinstance(value, list):
+                return max(len(value), 1)
+    return 1
+
+
+class Instance:
+    """One base URL: its connections, its load and whether it is in the rotation."""
+
+    def __init__(self, url: str, index: int, config: ClientConfig, transport: Any, max_inflight: int) -> None:
+        self.url = url
+        self.index = index
+        kwargs = {**config.http_kwargs(), "base_url": url}
+        limits = httpx.Limits(max_connections=max(max_inflight * 2, 10))
+        self.http = httpx.AsyncClient(transport=transport, limits=limits, **kwargs)
+        self.contact = Contact(url, config.retry)
+        self.max_inflight = max_inflight
+        self.inflight_items = 0  # items of the chunks assigned here and not yet answered (queued ones included)
+        self.down = False
+        self.down_since = 0.0
+        self.busy_until = 0.0
+        self._gate: asyncio.Semaphore | None = None
+        self._gone: asyncio.Event | None = None  # set when the instance leaves the rotation
+        self.requests = 0  # answered requests (any status)
+        self.items = 0  # items of requests answered 2xx
+        self.failures = 0  # times it left the rotation
+        self.resent = 0  # chunks that were in flight here when it left, sent again elsewhere
+
+    def gate(self) -> asyncio.Semaphore:
+        if self._gate is None:
+            self._gate = asyncio.Semaphore(self.max_inflight)
+        return self._gate
+
+    def gone(self) -> asyncio.Event:
+        if self._gone is None:
+            self._gone = asyncio.Event()
+        return self._gone
+
+    def available(self, now: float) -> bool:
+        return not self.down and self.busy_until <= now
+
+    def stats(self) -> dict[str, Any]:
+        return {"url": self.url, "down": self.down, "inflight_items": self.inflight_items, "requests": self.requests,
+                "items": self.items, "failures": self.failures, "resent": self.resent}
+
+
+def _healthy(racing: dict[Any, Instance]) -> bool:
+    """Whether an attempt still in flight is at an instance in the rotation (so no other copy is needed yet)."""
+    return any(not i.down for i in racing.values())
+
+
+class Pool:
+    """The instances of one async client, on the event loop it is used from."""
+
+    def __init__(self, urls: Sequence[str], config: ClientConfig, transport: Any = None) -> None:
+        if len(urls) < 2:
+            raise ValueError("a pool needs at least two URLs")
+        self.config = config
+        self.instances = [Instance(u, k, config, transport, config.max_concurrency) for k, u in enumerate(urls)]
+        self._turn = 0
+        self._back: asyncio.Event | None = None  # set (and replaced) whenever an instance rejoins
+        self._probes: dict[int, asyncio.Task[None]] = {}
+
+    # --- choosing ---
+    def _pick(self, exclude: set[int], force: bool = False) -> Instance | None:
+        """The least-loaded available instance not in ``exclude``; with ``force``, any instance not in ``exclude``
+        (all are down or busy: one of them is tried again, as a single URL would be)."""
+        now = time.monotonic()
+        pool = [i for i in self.instances if i.index not in exclude]
+        ready = [i for i in pool if i.available(now)]
+        candidates = ready or (pool if force else [])
+        if not candidates:
+            return None
+        n = len(self.instances)
+        chosen = min(candidates, key=lambda i: (i.inflight_items, (i.index - self._turn) % n))
+        self._turn = (chosen.index + 1) % n
+        return chosen
+
+    def _back_event(self) -> asyncio.Event:
+        if self._back is None:
+            self._back = asyncio.Event()
+        return self._back
+
+    # --- health ---
+    def _leave(self, inst: Instance, reason: str) -> None:
+        if inst.down:
+            return
+        inst.down = True
+        inst.down_since = time.monotonic()
+        inst.failures += 1
+        inst.gone().set()
+        others = [i.url for i in self.instances if not i.down]
+        log.warning("instance %s out of rotation (%s); %s", inst.url, reason,
+                    f"its chunks go to {', '.join(others)}" if others else "no instance left in rotation")
+        if inst.index not in self._probes:
+            task = asyncio.get_running_loop().create_task(self._probe(inst))
+            self._probes[inst.index] = task
+            task.add_done_callback(self._probe_ended)
+
+    def _rejoin(self, inst: Instance) -> None:
+        if not inst.down:
+            return
+        inst.down = False
+        inst.busy_until = 0.0
+        inst._gone = asyncio.Event()
+        log.info("instance %s back in rotation after %.1f s", inst.url, time.monotonic() - inst.down_since)
+        back = self._back_event()
+        self._back = asyncio.Event()
+        back.set()
+
+    def _probe_ended(self, task: asyncio.Task[None]) -> None:
+        self._probes = {k: t for k, t in self._probes.items() if t is not task}
+
+    async def _probe(self, inst: Instance) -> None:
+        policy = self.config.retry
+        delay = policy.base_delay_s
+        while inst.down:
+            await asyncio.sleep(delay * random.uniform(0.5, 1.0))
+            try:
+                answer = await inst.http.get(PROBE_PATH, timeout=PROBE_TIMEOUT_S)
+            except httpx.TransportError:
+                answer = None
+            if answer is not None and answer.status_code == 200:
+                self._rejoin(inst)
+                return
+            delay = min(delay * 2, policy.max_delay_s)
+
+    # --- sending ---
+    async def _attempt(self, inst: Instance, method: str, path: str, json: Any, weight: int) -> Attempt:
+        try:
+            async with inst.gate():
+                try:
+                    answer = await inst.http.request(method, path, json=json)
+                except httpx.TransportError as exc:
+                    return exc
+                inst.requests += 1
+                if answer.status_code < 300:
+                    inst.items += weight
+                return answer
+        finally:
+            inst.inflight_items -= weight
+
+    def _start(self, inst: Instance, method: str, path: str, json: Any, weight: int) -> asyncio.Task[Attempt]:
+        inst.inflight_items += weight
+        return asyncio.get_running_loop().create_task(self._attempt(inst, method, path, json, weight))
+
+    def _failed(self, inst: Instance, outcome: Attempt, wait: float) -> None:
+        """Take a failed instance out of the rotation, or leave a busy one alone for ``wait`` seconds."""
+        if isinstance(outcome, httpx.Response) and outcome.status_code not in DEAD_STATUSES:
+            inst.busy_until = time.monotonic() + wait
+            return
+        reason = (f"answered {outcome.status_code}" if isinstance(outcome, httpx.Response)
+                  else f"{type(outcome).__name__}: {outcome}".rstrip(": "))
+        self._leave(inst, reason)
+
+    async def request(self, method: str, path: str, json: Any = None) -> Any:
+        """The decoded answer of one call, from whichever instance answers first; see the module docstring."""
+        weight = weight_of(json)
+        policy = self.config.retry
+        started = time.monotonic()
+        attempt = 0
+        racing: dict[asyncio.Task[Attempt], Instance] = {}
+        need_send, force, wait = True, False, 0.0
+        timer: asyncio.Task[Any] | None = None
+        try:
+            while True:
+                if need_send:
+                    inst = self._pick({i.index for i in racing.values()}, force)
+                    if inst is not None:
+                        attempt += 1
+                        racing[self._start(inst, method, path, json, weight)] = inst
+                        need_send = force = False
+                if (need_send and timer is None and len(racing) < len(self.instances)
+                        and all(i.down for i in racing.values())):
+                    timer = asyncio.ensure_future(self._pause(wait))
+                waits: set[asyncio.Future[Any]] = set(racing)
+                watchers = {asyncio.ensure_future(i.gone().wait()): i for i in racing.values() if not i.down}
+                waits.update(watchers)
+                if timer is not None:
+                    waits.add(timer)
+                done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                for w in watchers:
+                    w.cancel()
+                if timer is not None and timer in done:
+                    timer, force = None, True  # a wait ended: try again, a down instance if nothing else
+                left = [i for w, i in watchers.items() if w in done]
+                if left and not _healthy(racing):
+                    need_send = True  # the instance holding this chunk left: send it elsewhere too
+                    left[0].resent += 1
+                for task in [t for t in racing if t in done]:
+                    inst = racing.pop(task)
+                    outcome = task.result()
+                    try:
+                        verdict = judge(outcome, attempt, policy, path, time.monotonic() - started, inst.contact)
+                    except ServiceUnavailable as exc:
+                        self._failed(inst, outcome, 0.0)
+                        if racing:
+                            continue  # another attempt may still answer
+                        raise self._all_failed(exc) from exc
+                    if isinstance(outcome, httpx.Response) and outcome.status_code < 300:
+                        return verdict
+                    self._failed(inst, outcome, verdict)
+                    wait = verdict
+                    if not need_send and not _healthy(racing):
+                        need_send = True
+                        inst.resent += 1
+        finally:
+            for task in racing:
+                task.cancel()
+            if timer is not None:
+                timer.cancel()
+
+    async def _pause(self, wait: float) -> None:
+        """Up to ``wait`` seconds, cut short when an instance rejoins or a busy one's Retry-After ends."""
+        now = time.monotonic()
+        busy = [i.busy_until - now for i in self.instances if not i.down and i.busy_until > now]
+        limit = min([wait, *busy]) if busy else wait
+        try:
+            await asyncio.wait_for(self._back_event().wait(), timeout=max(limit, 0.0))
+        except asyncio.TimeoutError:
+            pass
+
+    def _all_failed(self, exc: ServiceUnavailable) -> ServiceUnavailable:
+        urls = ", ".join(i.url for i in self.instances)
+        last = str(exc.args[0]).rsplit(" (after ", 1)[0]
+        message = f"no instance could answer (all {len(self.instances)} tried: {urls}); last: {last}"
+        if isinstance(exc, ServiceUnreachable):
+            return ServiceUnreachable(message, exc.attempts, exc.status_code)
+        return ServiceUnavailable(message, exc.attempts, exc.status_code)
+
+    async def ready(self) -> bool:
+        """True when at least one instance says it is ready."""
+        for inst in self.instances:
+            try:
+                if (await inst.http.get(PROBE_PATH, timeout=PROBE_TIMEOUT_S)).status_code == 200:
+                    return True
+            except httpx.TransportError:
+                continue
+        return False
+
+    def stats(self) -> list[dict[str, Any]]:
+        return [i.stats() for i in self.instances]
+
+    async def aclose(self) -> None:
+        for task in list(self._probes.values()):
+            task.cancel()
+        for inst in self.instances:
+            await inst.http.aclose()
