@@ -165,8 +165,9 @@ def test_sync_client_given_a_comma_separated_string_spreads_too(pair: list[Resta
     assert sum(done) == 4000 and min(done) >= 400, done
 
 
-def _kill_mid_run(a: Restarter, b: Restarter, run: Any, stats: Any) -> list[Any]:
-    """Start ``run`` (20,000 items) in a thread, SIGKILL ``b`` once it has answered part of them, wait for the end."""
+def _stop_mid_run(b: Restarter, run: Any, stats: Any, stop: Any = None) -> list[Any]:
+    """Start ``run`` (20,000 items) in a thread, stop ``b`` (``stop``, else SIGKILL) once it has answered part of
+    them, wait for the end."""
     out: dict[str, Any] = {}
 
     def target() -> None:
@@ -184,7 +185,7 @@ def _kill_mid_run(a: Restarter, b: Restarter, run: Any, stats: Any) -> list[Any]
             break
         time.sleep(0.02)
     assert thread.is_alive(), "the run ended before the kill: make it longer"
-    kill(b)
+    (stop or kill)(b)
     thread.join(timeout=600)
     assert not thread.is_alive()
     if "error" in out:
@@ -198,7 +199,7 @@ def test_async_client_loses_nothing_when_an_instance_is_killed_mid_run(pair: lis
     loop = asyncio.new_event_loop()
     client = AsyncRewardClient([a.url, b.url], chunk_size=100, retry=QUICK)
     try:
-        results = _kill_mid_run(a, b, lambda: loop.run_until_complete(client.verify(sent)), client.instance_stats)
+        results = _stop_mid_run(b, lambda: loop.run_until_complete(client.verify(sent)), client.instance_stats)
         assert_answered_once_in_order(sent, results)
         stats = {s["url"]: s for s in client.instance_stats()}
         assert stats[b.url]["down"] and stats[b.url]["failures"] == 1
@@ -224,10 +225,50 @@ def test_sync_client_loses_nothing_when_an_instance_is_killed_mid_run(pair: list
     a, b = (up(s) for s in pair)
     sent = items(20_000, "q")
     with RewardClient([a.url, b.url], chunk_size=100, retry=QUICK) as client:
-        results = _kill_mid_run(a, b, lambda: client.verify(sent), client.instance_stats)
+        results = _stop_mid_run(b, lambda: client.verify(sent), client.instance_stats)
         assert_answered_once_in_order(sent, results)
         stats = {s["url"]: s for s in client.instance_stats()}
         assert stats[b.url]["down"] and stats[a.url]["items"] + stats[b.url]["items"] == 20_000
+
+
+def test_a_hung_instance_is_noticed_by_the_watchdog_and_its_chunks_answered_elsewhere(
+        pair: list[Restarter], monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGSTOP: connections are still accepted, nothing answers. The chunks held there must be re-sent well before
+    the request timeout (120 s here), and the instance must rejoin once it runs again."""
+    a, b = (up(s) for s in pair)
+    monkeypatch.setenv("REWARD_CLIENT_STALL_S", "1")
+    assert b.live is not None
+    pid = b.live.proc.pid
+    sent = items(20_000, "h")
+    loop = asyncio.new_event_loop()
+    client = AsyncRewardClient([a.url, b.url], chunk_size=100, retry=QUICK, timeout=120.0)
+
+    def freeze(server: Restarter) -> None:
+        os.kill(pid, signal.SIGSTOP)
+
+    try:
+        started = time.monotonic()
+        results = _stop_mid_run(b, lambda: loop.run_until_complete(client.verify(sent)), client.instance_stats,
+                                freeze)
+        assert time.monotonic() - started < 100  # not a request timeout
+        assert_answered_once_in_order(sent, results)
+        stats = {s["url"]: s for s in client.instance_stats()}
+        assert stats[b.url]["down"] and stats[b.url]["resent"] >= 1
+        assert stats[a.url]["items"] + stats[b.url]["items"] == 20_000
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    try:
+        deadline = time.monotonic() + 60
+        while client.instance_stats()[1]["down"] and time.monotonic() < deadline:
+            loop.run_until_complete(asyncio.sleep(0.1))
+        assert not client.instance_stats()[1]["down"], "the instance running again was not probed back in"
+        before = client.instance_stats()[1]["items"]
+        again = items(2000, "c")
+        assert_answered_once_in_order(again, loop.run_until_complete(client.verify(again)))
+        assert client.instance_stats()[1]["items"] - before >= 200
+    finally:
+        loop.run_until_complete(client.aclose())
+        loop.close()
 
 
 def test_groups_stay_whole_on_one_instance(pair: list[Restarter]) -> None:

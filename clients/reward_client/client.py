@@ -10,6 +10,8 @@ requests (see ``reward_client.coalesce``).
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar, Union
@@ -104,18 +106,26 @@ class RewardClient:
         self.config = ClientConfig(join_urls(base_url), token, timeout, retry or RetryPolicy(), chunk_size,
                                    1, headers or {})
         self.coalescer = _coalescer(self.config, coalesce, coalesce_window_s, transport)
-        self._multi: AsyncRewardClient | None = None
+        self._several = len(self.config.urls) > 1
+        self._multi: AsyncRewardClient | None = None  # made on first use, again in a forked child
+        self._multi_pid = 0
+        self._multi_lock = threading.Lock()
         self._loop = LoopThread("reward-client-instances")
-        if len(self.config.urls) > 1:
-            if transport is not None:
-                raise ValueError("a custom transport serves one URL; give one base_url, or none")
-            self._multi = AsyncRewardClient(self.config.base_url, token=token, timeout=timeout, retry=self.config.retry,
-                                            chunk_size=chunk_size, max_concurrency=SYNC_PER_INSTANCE,
-                                            headers=headers)
-            self._http = httpx.Client(**{**self.config.http_kwargs(), "base_url": self.config.urls[0]})
-        else:
-            self._http = httpx.Client(transport=transport, **self.config.http_kwargs())
+        if self._several and transport is not None:
+            raise ValueError("a custom transport serves one URL; give one base_url, or none")
+        self._http = httpx.Client(transport=transport, **{**self.config.http_kwargs(), "base_url": self.config.urls[0]})
         self._contact = Contact(self.config.base_url, self.config.retry)
+
+    def _pooled(self) -> AsyncRewardClient:
+        """The async client that spreads this client's calls over its instances, living on the private loop."""
+        with self._multi_lock:
+            if self._multi is None or self._multi_pid != os.getpid():
+                c = self.config
+                self._multi = AsyncRewardClient(c.base_url, token=c.token, timeout=c.timeout, retry=c.retry,
+                                                chunk_size=c.chunk_size, max_concurrency=SYNC_PER_INSTANCE,
+                                                headers=c.headers)
+                self._multi_pid = os.getpid()
+            return self._multi
 
     def _on_loop(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self._loop.loop()).result()
@@ -127,8 +137,8 @@ class RewardClient:
 
     # --- plumbing ---
     def _request(self, method: str, path: str, json: Any = None) -> Any:
-        if self._multi is not None:
-            return self._on_loop(self._multi.request_json(method, path, json))
+        if self._several:
+            return self._on_loop(self._pooled().request_json(method, path, json))
         policy = self.config.retry
         attempt = 0
         started = time.monotonic()
@@ -155,8 +165,8 @@ class RewardClient:
                 + self._post_items(path, items[half:], body_of, offset + half))
 
     def _post_chunked(self, path: str, items: Sequence[Payload], body_of: BodyOf) -> list[Any]:
-        if self._multi is not None:
-            return self._on_loop(self._multi.post_chunked(path, items, body_of))
+        if self._several:
+            return self._on_loop(self._pooled().post_chunked(path, items, body_of))
         wire = [to_wire(i) for i in items]
         out: list[Any] = []
         for offset, chunk in chunks(wire, self.config.chunk_size):
@@ -201,8 +211,9 @@ class RewardClient:
 
     def ready(self) -> bool:
         """True when the service (with several URLs: at least one instance) says it is ready."""
-        if self._multi is not None and self._multi.pool is not None:
-            return self._on_loop(self._multi.pool.ready())
+        pool = self._pooled().pool if self._several else None
+        if pool is not None:
+            return self._on_loop(pool.ready())
         try:
             return self._http.get("/readyz").status_code == 200
         except httpx.TransportError:
@@ -211,10 +222,10 @@ class RewardClient:
     def close(self) -> None:
         if self.coalescer is not None:
             self.coalescer.close()
-        if self._multi is not None:
-            multi, self._multi = self._multi, None
+        multi, self._multi = self._multi, None
+        if multi is not None and self._multi_pid == os.getpid():
             self._on_loop(multi.aclose())
-            self._loop.stop()
+        self._loop.stop()
         self._http.close()
 
     def __enter__(self) -> RewardClient:

@@ -6,7 +6,10 @@ connection fails (refused, reset, the process gone), when it times out, or when 
 of a dead instance): it leaves the rotation, every chunk still in flight there is sent again to another instance,
 and it is probed on ``/readyz`` with jittered backoff (``RetryPolicy.base_delay_s`` doubling up to ``max_delay_s``)
 until it answers and rejoins. A 429 or 503 says the instance is alive but busy (or restarting): the chunk goes to
-another instance at once, and the busy one is left alone for what its Retry-After asked.
+another instance at once, and the busy one is left alone for what its Retry-After asked. An instance that holds
+chunks but stops answering (a hung process, a frozen VM) is noticed by a watchdog, not by the request timeout (which
+must be long enough for slow verifiers): while chunks are in flight there it is probed every ``stall_s``
+(``REWARD_CLIENT_STALL_S``, 10 s), and a probe left unanswered for ``stall_s`` counts as a failure.
 
 A chunk sent twice is answered once: the first answer wins and the other attempt is cancelled, so a slow instance
 answering after its chunk was re-sent adds nothing. A chunk always travels whole to one instance, so a GRPO group
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import random
 import time
 from collections.abc import Sequence
@@ -32,6 +36,8 @@ from reward_client.protocol import ClientConfig, Contact, judge
 log = logging.getLogger("reward_client")
 PROBE_PATH = "/readyz"
 PROBE_TIMEOUT_S = 5.0
+STALL_ENV = "REWARD_CLIENT_STALL_S"
+DEFAULT_STALL_S = 10.0
 # answers that mean "nothing behind this address right now" (a gateway in front of a dead instance)
 DEAD_STATUSES = frozenset({502, 504})
 Attempt = Union[httpx.Response, BaseException]
@@ -103,6 +109,8 @@ class Pool:
         self._turn = 0
         self._back: asyncio.Event | None = None  # set (and replaced) whenever an instance rejoins
         self._probes: dict[int, asyncio.Task[None]] = {}
+        self._watches: dict[int, asyncio.Task[None]] = {}
+        self.stall_s = float(os.environ.get(STALL_ENV) or DEFAULT_STALL_S)
 
     # --- choosing ---
     def _pick(self, exclude: set[int], force: bool = False) -> Instance | None:
@@ -135,10 +143,7 @@ class Pool:
         others = [i.url for i in self.instances if not i.down]
         log.warning("instance %s out of rotation (%s); %s", inst.url, reason,
                     f"its chunks go to {', '.join(others)}" if others else "no instance left in rotation")
-        if inst.index not in self._probes:
-            task = asyncio.get_running_loop().create_task(self._probe(inst))
-            self._probes[inst.index] = task
-            task.add_done_callback(self._probe_ended)
+        self._background(self._probes, inst, self._probe(inst))
 
     def _rejoin(self, inst: Instance) -> None:
         if not inst.down:
@@ -151,8 +156,34 @@ class Pool:
         self._back = asyncio.Event()
         back.set()
 
-    def _probe_ended(self, task: asyncio.Task[None]) -> None:
-        self._probes = {k: t for k, t in self._probes.items() if t is not task}
+    @staticmethod
+    def _background(tasks: dict[int, asyncio.Task[None]], inst: Instance, coro: Any) -> None:
+        """Run ``coro`` for ``inst`` unless one of its kind already runs; the table forgets it when it ends."""
+        running = tasks.get(inst.index)
+        if running is not None and not running.done():
+            coro.close()
+            return
+        task = asyncio.get_running_loop().create_task(coro)
+        tasks[inst.index] = task
+
+        def forget(done: asyncio.Task[None]) -> None:
+            if tasks.get(inst.index) is done:
+                del tasks[inst.index]
+
+        task.add_done_callback(forget)
+
+    async def _watch(self, inst: Instance) -> None:
+        """While chunks are in flight at ``inst``, check every ``stall_s`` that it still answers ``/readyz``."""
+        while inst.inflight_items > 0 and not inst.down:
+            await asyncio.sleep(self.stall_s)
+            if inst.inflight_items <= 0 or inst.down:
+                return
+            try:
+                await inst.http.get(PROBE_PATH, timeout=self.stall_s)
+            except httpx.TimeoutException:
+                self._leave(inst, f"no answer to {PROBE_PATH} within {self.stall_s:g} s while holding chunks")
+            except httpx.TransportError as exc:
+                self._leave(inst, f"{PROBE_PATH}: {type(exc).__name__}: {exc}".rstrip(": "))
 
     async def _probe(self, inst: Instance) -> None:
         policy = self.config.retry
@@ -185,6 +216,7 @@ class Pool:
 
     def _start(self, inst: Instance, method: str, path: str, json: Any, weight: int) -> asyncio.Task[Attempt]:
         inst.inflight_items += weight
+        self._background(self._watches, inst, self._watch(inst))
         return asyncio.get_running_loop().create_task(self._attempt(inst, method, path, json, weight))
 
     def _failed(self, inst: Instance, outcome: Attempt, wait: float) -> None:
@@ -285,7 +317,7 @@ class Pool:
         return [i.stats() for i in self.instances]
 
     async def aclose(self) -> None:
-        for task in list(self._probes.values()):
+        for task in [*self._probes.values(), *self._watches.values()]:
             task.cancel()
         for inst in self.instances:
             await inst.http.aclose()
