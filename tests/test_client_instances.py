@@ -134,6 +134,27 @@ def test_a_chunk_resent_after_its_instance_left_is_answered_once() -> None:
     assert b["down"] and b["failures"] == 1 and b["resent"] >= 1
 
 
+def test_a_chunk_goes_to_the_instance_that_frees_a_slot_first() -> None:
+    """Instances are chosen when a chunk can start, not when it is cut: a slow instance gets few chunks, a fast one
+    the rest (chosen up front, each would get half and the call would wait on the slow one's queue)."""
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        ids = [i["id"] for i in json.loads(request.content)["items"]]
+        if request.url.host == "slow":
+            await asyncio.sleep(0.5)
+        return httpx.Response(200, json={"results": [{"id": i, "score": 1.0, "status": "ok"} for i in ids]})
+
+    async def go() -> tuple[list[Any], list[dict[str, Any]]]:
+        async with AsyncRewardClient(["http://fast", "http://slow"], transport=httpx.MockTransport(handler),
+                                     chunk_size=10, max_concurrency=1, retry=QUICK) as client:
+            return await client.verify(items(400)), client.instance_stats()
+
+    results, stats = asyncio.run(go())
+    assert [r.id for r in results] == [str(k) for k in range(400)]
+    fast, slow = (s["items"] for s in stats)
+    assert fast + slow == 400 and slow <= 100, stats
+
+
 # --- real servers ---
 
 def test_async_client_spreads_4000_items_over_two_instances(pair: list[Restarter]) -> None:

@@ -269,7 +269,10 @@ class AsyncRewardClient:
 
     async def _request(self, method: str, path: str, json: Any = None) -> Any:
         if self.pool is not None:
-            return await self.pool.request(method, path, json)
+            if self._gate is None:  # as many requests as the instances have slots; the rest wait here, in order
+                self._gate = asyncio.Semaphore(self.config.max_concurrency * len(self.pool.instances))
+            async with self._gate:
+                return await self.pool.request(method, path, json)
         policy = self.config.retry
         attempt = 0
         started = time.monotonic()

@@ -64,21 +64,16 @@ class Instance:
         self.http = httpx.AsyncClient(transport=transport, limits=limits, **kwargs)
         self.contact = Contact(url, config.retry)
         self.max_inflight = max_inflight
-        self.inflight_items = 0  # items of the chunks assigned here and not yet answered (queued ones included)
+        self.active = 0  # requests in flight here
+        self.inflight_items = 0  # items of those requests
         self.down = False
         self.down_since = 0.0
         self.busy_until = 0.0
-        self._gate: asyncio.Semaphore | None = None
         self._gone: asyncio.Event | None = None  # set when the instance leaves the rotation
         self.requests = 0  # answered requests (any status)
         self.items = 0  # items of requests answered 2xx
         self.failures = 0  # times it left the rotation
         self.resent = 0  # chunks that were in flight here when it left, sent again elsewhere
-
-    def gate(self) -> asyncio.Semaphore:
-        if self._gate is None:
-            self._gate = asyncio.Semaphore(self.max_inflight)
-        return self._gate
 
     def gone(self) -> asyncio.Event:
         if self._gone is None:
@@ -86,7 +81,8 @@ class Instance:
         return self._gone
 
     def available(self, now: float) -> bool:
-        return not self.down and self.busy_until <= now
+        """In the rotation, not asked to wait (Retry-After), and with a free slot."""
+        return not self.down and self.busy_until <= now and self.active < self.max_inflight
 
     def stats(self) -> dict[str, Any]:
         return {"url": self.url, "down": self.down, "inflight_items": self.inflight_items, "requests": self.requests,
@@ -108,6 +104,7 @@ class Pool:
         self.instances = [Instance(u, k, config, transport, config.max_concurrency) for k, u in enumerate(urls)]
         self._turn = 0
         self._back: asyncio.Event | None = None  # set (and replaced) whenever an instance rejoins
+        self._freed: asyncio.Event | None = None  # set (and replaced) whenever a request ends, freeing a slot
         self._probes: dict[int, asyncio.Task[None]] = {}
         self._watches: dict[int, asyncio.Task[None]] = {}
         self.stall_s = float(os.environ.get(STALL_ENV) or DEFAULT_STALL_S)
@@ -131,6 +128,11 @@ class Pool:
         if self._back is None:
             self._back = asyncio.Event()
         return self._back
+
+    def _freed_event(self) -> asyncio.Event:
+        if self._freed is None:
+            self._freed = asyncio.Event()
+        return self._freed
 
     # --- health ---
     def _leave(self, inst: Instance, reason: str) -> None:
@@ -202,19 +204,22 @@ class Pool:
     # --- sending ---
     async def _attempt(self, inst: Instance, method: str, path: str, json: Any, weight: int) -> Attempt:
         try:
-            async with inst.gate():
-                try:
-                    answer = await inst.http.request(method, path, json=json)
-                except httpx.TransportError as exc:
-                    return exc
-                inst.requests += 1
-                if answer.status_code < 300:
-                    inst.items += weight
-                return answer
+            try:
+                answer = await inst.http.request(method, path, json=json)
+            except httpx.TransportError as exc:
+                return exc
+            inst.requests += 1
+            if answer.status_code < 300:
+                inst.items += weight
+            return answer
         finally:
+            inst.active -= 1
             inst.inflight_items -= weight
+            freed, self._freed = self._freed_event(), None
+            freed.set()
 
     def _start(self, inst: Instance, method: str, path: str, json: Any, weight: int) -> asyncio.Task[Attempt]:
+        inst.active += 1
         inst.inflight_items += weight
         self._background(self._watches, inst, self._watch(inst))
         return asyncio.get_running_loop().create_task(self._attempt(inst, method, path, json, weight))
@@ -229,37 +234,44 @@ class Pool:
         self._leave(inst, reason)
 
     async def request(self, method: str, path: str, json: Any = None) -> Any:
-        """The decoded answer of one call, from whichever instance answers first; see the module docstring."""
+        """The decoded answer of one call, from whichever instance answers first; see the module docstring.
+
+        An instance is chosen when the request can start there (a free slot), not before, so a chunk waiting for a
+        slot goes to whichever instance frees one first.
+        """
         weight = weight_of(json)
         policy = self.config.retry
         started = time.monotonic()
         attempt = 0
         racing: dict[asyncio.Task[Attempt], Instance] = {}
         need_send, force, wait = True, False, 0.0
-        timer: asyncio.Task[Any] | None = None
+        pause: asyncio.Task[bool] | None = None  # waiting for a slot, a rejoin or a Retry-After; or a backoff
         try:
             while True:
-                if need_send:
-                    inst = self._pick({i.index for i in racing.values()}, force)
+                if need_send and pause is None:
+                    exclude = {i.index for i in racing.values()}
+                    inst = self._pick(exclude, force)
                     if inst is not None:
                         attempt += 1
                         racing[self._start(inst, method, path, json, weight)] = inst
                         need_send = force = False
-                if (need_send and timer is None and len(racing) < len(self.instances)
-                        and all(i.down for i in racing.values())):
-                    timer = asyncio.ensure_future(self._pause(wait))
+                    elif any(not i.down for i in self.instances if i.index not in exclude):
+                        pause = asyncio.ensure_future(self._slot(exclude))
+                    elif len(racing) < len(self.instances) and not _healthy(racing):
+                        pause = asyncio.ensure_future(self._backoff(wait))
                 waits: set[asyncio.Future[Any]] = set(racing)
                 watchers = {asyncio.ensure_future(i.gone().wait()): i for i in racing.values() if not i.down}
                 waits.update(watchers)
-                if timer is not None:
-                    waits.add(timer)
+                if pause is not None:
+                    waits.add(pause)
                 done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
                 for w in watchers:
                     w.cancel()
-                if timer is not None and timer in done:
-                    timer, force = None, True  # a wait ended: try again, a down instance if nothing else
+                if pause is not None and pause in done:
+                    force = pause.result()  # after a backoff, a down instance is tried if nothing else
+                    pause = None
                 left = [i for w, i in watchers.items() if w in done]
-                if left and not _healthy(racing):
+                if left and not need_send and not _healthy(racing):
                     need_send = True  # the instance holding this chunk left: send it elsewhere too
                     left[0].resent += 1
                 for task in [t for t in racing if t in done]:
@@ -282,18 +294,31 @@ class Pool:
         finally:
             for task in racing:
                 task.cancel()
-            if timer is not None:
-                timer.cancel()
+            if pause is not None:
+                pause.cancel()
 
-    async def _pause(self, wait: float) -> None:
-        """Up to ``wait`` seconds, cut short when an instance rejoins or a busy one's Retry-After ends."""
+    async def _slot(self, exclude: set[int]) -> bool:
+        """Until a request ends somewhere (a slot frees), an instance rejoins, or a busy instance's Retry-After
+        ends; False: pick as usual afterwards."""
         now = time.monotonic()
-        busy = [i.busy_until - now for i in self.instances if not i.down and i.busy_until > now]
-        limit = min([wait, *busy]) if busy else wait
+        busy = [i.busy_until - now for i in self.instances
+                if i.index not in exclude and not i.down and i.busy_until > now]
+        waits = [asyncio.ensure_future(self._freed_event().wait()), asyncio.ensure_future(self._back_event().wait())]
         try:
-            await asyncio.wait_for(self._back_event().wait(), timeout=max(limit, 0.0))
+            await asyncio.wait(waits, timeout=min(busy) if busy else None, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+        return False
+
+    async def _backoff(self, wait: float) -> bool:
+        """Every instance is out of the rotation: up to ``wait`` seconds (a retry's backoff), cut short when one
+        rejoins; True: try again, a down instance if none rejoined."""
+        try:
+            await asyncio.wait_for(self._back_event().wait(), timeout=max(wait, 0.0))
         except asyncio.TimeoutError:
             pass
+        return True
 
     def _all_failed(self, exc: ServiceUnavailable) -> ServiceUnavailable:
         urls = ", ".join(i.url for i in self.instances)
