@@ -92,6 +92,8 @@ def test_urls_come_as_a_list_or_a_comma_separated_string(monkeypatch: pytest.Mon
     assert ClientConfig("http://c:3").urls == ["http://c:3"]
     with pytest.raises(ValueError, match="custom transport"):
         RewardClient(["http://a:1", "http://b:2"], transport=httpx.MockTransport(lambda r: httpx.Response(200)))
+    omegaconf = pytest.importorskip("omegaconf")  # verl hands reward_kwargs over as OmegaConf containers
+    assert split_urls(omegaconf.OmegaConf.create(["http://a:1", "http://b:2"])) == ["http://a:1", "http://b:2"]
 
 
 # --- a slow instance answering after its chunk was sent elsewhere ---
@@ -180,6 +182,7 @@ def test_sync_client_given_a_comma_separated_string_spreads_too(pair: list[Resta
     sent = items(4000, "s")
     with RewardClient(f"{a.url},{b.url}", chunk_size=100, retry=QUICK) as client:
         assert client.ready()
+        assert "exact_match" in {v["name"] for v in client.verifiers()}  # calls other than verify go through too
         assert_answered_once_in_order(sent, client.verify(sent))
         assert [s["url"] for s in client.instance_stats()] == [a.url, b.url]
     done = [items_counted(s.url) - n for s, n in zip((a, b), before)]

@@ -53,6 +53,14 @@ def weight_of(body: Any) -> int:
     return 1
 
 
+class _QuietContact(Contact):
+    """Records that the URL answered (which decides how a refused connection is judged) without the single-URL
+    outage lines: the pool tells instances leaving and rejoining the rotation itself."""
+
+    def failed(self, reason: str, urgent: bool, window_s: float) -> None:
+        return None
+
+
 class Instance:
     """One base URL: its connections, its load and whether it is in the rotation."""
 
@@ -62,7 +70,7 @@ class Instance:
         kwargs = {**config.http_kwargs(), "base_url": url}
         limits = httpx.Limits(max_connections=max(max_inflight * 2, 10))
         self.http = httpx.AsyncClient(transport=transport, limits=limits, **kwargs)
-        self.contact = Contact(url, config.retry)
+        self.contact = _QuietContact(url, config.retry)
         self.max_inflight = max_inflight
         self.active = 0  # requests in flight here
         self.inflight_items = 0  # items of those requests
@@ -342,7 +350,9 @@ class Pool:
         return [i.stats() for i in self.instances]
 
     async def aclose(self) -> None:
-        for task in [*self._probes.values(), *self._watches.values()]:
+        tasks = [*self._probes.values(), *self._watches.values()]
+        for task in tasks:
             task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         for inst in self.instances:
             await inst.http.aclose()
