@@ -136,6 +136,37 @@ def test_a_chunk_resent_after_its_instance_left_is_answered_once() -> None:
     assert b["down"] and b["failures"] == 1 and b["resent"] >= 1
 
 
+def test_a_busy_instance_is_skipped_for_its_retry_after_and_a_gateway_error_takes_one_out() -> None:
+    """429 + Retry-After: the chunk goes elsewhere at once (not after 60 s) and the busy instance stays in the
+    rotation; 502 (a proxy with nothing behind it): the instance leaves the rotation."""
+    calls: dict[str, int] = {"a": 0, "busy": 0, "gw": 0}
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        host = request.url.host
+        if request.url.path == "/readyz":
+            return httpx.Response(503)
+        calls[host] += 1
+        if host == "busy":
+            return httpx.Response(429, headers={"retry-after": "60"}, json={"detail": "full"})
+        if host == "gw":
+            return httpx.Response(502, text="bad gateway")
+        ids = [i["id"] for i in json.loads(request.content)["items"]]
+        return httpx.Response(200, json={"results": [{"id": i, "score": 1.0, "status": "ok"} for i in ids]})
+
+    async def go() -> tuple[list[Any], list[dict[str, Any]]]:
+        async with AsyncRewardClient(["http://busy", "http://gw", "http://a"], transport=httpx.MockTransport(handler),
+                                     chunk_size=10, max_concurrency=2, retry=QUICK) as client:
+            results = await asyncio.wait_for(client.verify(items(100)), timeout=30)
+            return results, client.instance_stats()
+
+    results, stats = asyncio.run(go())
+    assert [r.id for r in results] == [str(k) for k in range(100)] and all(r.score == 1.0 for r in results)
+    busy, gw, a = stats
+    assert calls["busy"] <= 2 and not busy["down"] and busy["items"] == 0  # tried once per slot, then left alone
+    assert gw["down"] and gw["failures"] == 1 and calls["gw"] <= 2
+    assert a["items"] == 100
+
+
 def test_a_chunk_goes_to_the_instance_that_frees_a_slot_first() -> None:
     """Instances are chosen when a chunk can start, not when it is cut: a slow instance gets few chunks, a fast one
     the rest (chosen up front, each would get half and the call would wait on the slow one's queue)."""

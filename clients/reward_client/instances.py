@@ -32,6 +32,7 @@ import httpx
 
 from reward_client.errors import ServiceUnavailable, ServiceUnreachable
 from reward_client.protocol import ClientConfig, Contact, judge
+from reward_client.retry import RETRY_STATUSES, parse_retry_after
 
 log = logging.getLogger("reward_client")
 PROBE_PATH = "/readyz"
@@ -215,10 +216,13 @@ class Pool:
             try:
                 answer = await inst.http.request(method, path, json=json)
             except httpx.TransportError as exc:
+                self._failed(inst, exc)
                 return exc
             inst.requests += 1
             if answer.status_code < 300:
                 inst.items += weight
+            elif answer.status_code in RETRY_STATUSES:
+                self._failed(inst, answer)
             return answer
         finally:
             inst.active -= 1
@@ -232,10 +236,12 @@ class Pool:
         self._background(self._watches, inst, self._watch(inst))
         return asyncio.get_running_loop().create_task(self._attempt(inst, method, path, json, weight))
 
-    def _failed(self, inst: Instance, outcome: Attempt, wait: float) -> None:
-        """Take a failed instance out of the rotation, or leave a busy one alone for ``wait`` seconds."""
+    def _failed(self, inst: Instance, outcome: Attempt) -> None:
+        """Take a failed instance out of the rotation, or leave a busy one alone for what it asked, as soon as the
+        answer arrives (before any other chunk is placed)."""
         if isinstance(outcome, httpx.Response) and outcome.status_code not in DEAD_STATUSES:
-            inst.busy_until = time.monotonic() + wait
+            wait = self.config.retry.delay(1, parse_retry_after(outcome.headers.get("retry-after")))
+            inst.busy_until = max(inst.busy_until, time.monotonic() + wait)
             return
         reason = (f"answered {outcome.status_code}" if isinstance(outcome, httpx.Response)
                   else f"{type(outcome).__name__}: {outcome}".rstrip(": "))
@@ -288,13 +294,16 @@ class Pool:
                     try:
                         verdict = judge(outcome, attempt, policy, path, time.monotonic() - started, inst.contact)
                     except ServiceUnavailable as exc:
-                        self._failed(inst, outcome, 0.0)
+                        # this instance alone would give up (its Retry-After overruns the budget, or it never
+                        # answered); another instance may still take the chunk within the budget
                         if racing:
                             continue  # another attempt may still answer
-                        raise self._all_failed(exc) from exc
+                        if not self._elsewhere(inst, attempt, time.monotonic() - started):
+                            raise self._all_failed(exc) from exc
+                        need_send, wait = True, 0.0
+                        continue
                     if isinstance(outcome, httpx.Response) and outcome.status_code < 300:
                         return verdict
-                    self._failed(inst, outcome, verdict)
                     wait = verdict
                     if not need_send and not _healthy(racing):
                         need_send = True
@@ -304,6 +313,14 @@ class Pool:
                 task.cancel()
             if pause is not None:
                 pause.cancel()
+
+    def _elsewhere(self, inst: Instance, attempt: int, elapsed_s: float) -> bool:
+        """Whether the budget still allows a try and another instance is in the rotation and not busy."""
+        policy = self.config.retry
+        if elapsed_s >= policy.budget_s or (policy.attempts is not None and attempt >= policy.attempts):
+            return False
+        now = time.monotonic()
+        return any(not i.down and i.busy_until <= now for i in self.instances if i is not inst)
 
     async def _slot(self, exclude: set[int]) -> bool:
         """Until a request ends somewhere (a slot frees), an instance rejoins, or a busy instance's Retry-After
