@@ -167,6 +167,26 @@ def test_a_busy_instance_is_skipped_for_its_retry_after_and_a_gateway_error_take
     assert a["items"] == 100
 
 
+def test_a_url_that_never_answers_does_not_fail_calls_the_others_can_take() -> None:
+    """A wrong URL in the list (nothing listening) leaves the rotation on its first refusal; the calls succeed."""
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.host == "nowhere":
+            raise httpx.ConnectError("connection refused", request=request)
+        ids = [i["id"] for i in json.loads(request.content)["items"]]
+        return httpx.Response(200, json={"results": [{"id": i, "score": 1.0, "status": "ok"} for i in ids]})
+
+    async def go() -> tuple[list[Any], list[dict[str, Any]]]:
+        never = RetryPolicy(budget_s=5.0, first_contact_s=0.0, base_delay_s=0.05)
+        async with AsyncRewardClient(["http://nowhere", "http://a"], transport=httpx.MockTransport(handler),
+                                     chunk_size=10, retry=never) as client:
+            return await asyncio.wait_for(client.verify(items(100)), timeout=30), client.instance_stats()
+
+    results, (nowhere, a) = asyncio.run(go())
+    assert [r.id for r in results] == [str(k) for k in range(100)]
+    assert nowhere["down"] and nowhere["items"] == 0 and a["items"] == 100
+
+
 def test_a_chunk_goes_to_the_instance_that_frees_a_slot_first() -> None:
     """Instances are chosen when a chunk can start, not when it is cut: a slow instance gets few chunks, a fast one
     the rest (chosen up front, each would get half and the call would wait on the slow one's queue)."""
