@@ -90,6 +90,10 @@ def test_urls_come_as_a_list_or_a_comma_separated_string(monkeypatch: pytest.Mon
     monkeypatch.setenv("REWARD_CLIENT_URL", "http://a:1,http://b:2")
     assert ClientConfig().urls == ["http://a:1", "http://b:2"]
     assert ClientConfig("http://c:3").urls == ["http://c:3"]
+    with pytest.raises(ValueError, match="'localhost:8001'"):
+        AsyncRewardClient("http://127.0.0.1:8000,localhost:8001")
+    with pytest.raises(ValueError, match="'ftp://b'"):
+        RewardClient(["http://a", "ftp://b"])
     with pytest.raises(ValueError, match="custom transport"):
         RewardClient(["http://a:1", "http://b:2"], transport=httpx.MockTransport(lambda r: httpx.Response(200)))
     omegaconf = pytest.importorskip("omegaconf")  # verl hands reward_kwargs over as OmegaConf containers

@@ -20,7 +20,7 @@ import httpx
 
 from reward_client.coalesce import Coalescer, LoopThread
 from reward_client.errors import RequestRejected
-from reward_client.instances import Pool
+from reward_client.instances import Pool, check_urls
 from reward_client.items import Payload, PrmItem, SandboxRun, VerifyItem, to_wire
 from reward_client.protocol import (
     ClientConfig,
@@ -111,8 +111,10 @@ class RewardClient:
         self._multi_pid = 0
         self._multi_lock = threading.Lock()
         self._loop = LoopThread("reward-client-instances")
-        if self._several and transport is not None:
-            raise ValueError("a custom transport serves one URL; give one base_url, or none")
+        if self._several:
+            check_urls(self.config.urls)
+            if transport is not None:
+                raise ValueError("a custom transport serves one URL; give one base_url, or none")
         self._http = httpx.Client(transport=transport, **{**self.config.http_kwargs(), "base_url": self.config.urls[0]})
         self._contact = Contact(self.config.base_url, self.config.retry)
 

@@ -98,6 +98,14 @@ class Instance:
                 "items": self.items, "failures": self.failures, "resent": self.resent}
 
 
+def check_urls(urls: Sequence[str]) -> None:
+    """Refuse a list with an entry that is no http(s) URL when the client is made: in a list, a wrong entry would
+    otherwise just leave the rotation while the others carry on."""
+    wrong = [u for u in urls if not u.lower().startswith(("http://", "https://"))]
+    if wrong:
+        raise ValueError(f"every base URL must start with http:// or https://; not {', '.join(map(repr, wrong))}")
+
+
 def _healthy(racing: dict[Any, Instance]) -> bool:
     """Whether an attempt still in flight is at an instance in the rotation (so no other copy is needed yet)."""
     return any(not i.down for i in racing.values())
@@ -109,6 +117,7 @@ class Pool:
     def __init__(self, urls: Sequence[str], config: ClientConfig, transport: Any = None) -> None:
         if len(urls) < 2:
             raise ValueError("a pool needs at least two URLs")
+        check_urls(urls)
         self.config = config
         self.instances = [Instance(u, k, config, transport, config.max_concurrency) for k, u in enumerate(urls)]
         self._turn = 0
