@@ -1,14 +1,16 @@
 """Several instances of the service behind one client: least-loaded dispatch, failover and probing back in.
 
 Each request (a chunk of items, or any other call) goes to the healthy instance with the fewest items in flight
-(ties in turn, so a caller sending one chunk at a time still spreads its work). An instance fails when its
-connection fails (refused, reset, the process gone), when it times out, or when it answers 502/504 (a proxy in front
-of a dead instance): it leaves the rotation, every chunk still in flight there is sent again to another instance,
-and it is probed on ``/readyz`` with jittered backoff (``RetryPolicy.base_delay_s`` doubling up to ``max_delay_s``)
-until it answers and rejoins. A 429 or 503 says the instance is alive but busy (or restarting): the chunk goes to
-another instance at once, and the busy one is left alone for what its Retry-After asked. An instance that holds
-chunks but stops answering (a hung process, a frozen VM) is noticed by a watchdog, not by the request timeout (which
-must be long enough for slow verifiers): while chunks are in flight there it is probed every ``stall_s``
+among those with a free slot (``max_concurrency`` requests each), chosen when it can start there rather than when it
+was cut, so a slower instance gets fewer chunks; ties go in turn, so a caller sending one chunk at a time still
+spreads its work. An instance fails when its connection fails (refused, reset, the process gone), when it times out,
+or when it answers 502/504 (a proxy in front of a dead instance): it leaves the rotation, every chunk still in
+flight there is sent again to another instance, and it is probed on ``/readyz`` with jittered backoff
+(``RetryPolicy.base_delay_s`` doubling up to ``max_delay_s``) until it answers and rejoins. A 429 or 503 says the
+instance is alive but busy (or restarting): the chunk goes to another instance at once (even when its Retry-After is
+longer than the whole retry budget), and the busy one is left alone for what its Retry-After asked. An instance that
+holds chunks but stops answering (a hung process, a frozen VM) is noticed by a watchdog, not by the request timeout
+(which must be long enough for slow verifiers): while chunks are in flight there it is probed every ``stall_s``
 (``REWARD_CLIENT_STALL_S``, 10 s), and a probe left unanswered for ``stall_s`` counts as a failure.
 
 A chunk sent twice is answered once: the first answer wins and the other attempt is cancelled, so a slow instance
