@@ -10,20 +10,24 @@ requests (see ``reward_client.coalesce``).
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar, Union
 
 import httpx
 
-from reward_client.coalesce import Coalescer
+from reward_client.coalesce import Coalescer, LoopThread
 from reward_client.errors import RequestRejected
+from reward_client.instances import Pool, check_urls
 from reward_client.items import Payload, PrmItem, SandboxRun, VerifyItem, to_wire
 from reward_client.protocol import (
     ClientConfig,
     Contact,
     Outcome,
     chunks,
+    join_urls,
     judge,
     split_point,
     splittable,
@@ -35,6 +39,9 @@ from reward_client.retry import RetryPolicy
 T = TypeVar("T")
 BodyOf = Callable[[list[dict[str, Any]]], dict[str, Any]]
 Timeout = Union[float, httpx.Timeout]
+Urls = Union[str, Sequence[str], None]
+# chunks a blocking client given several URLs keeps in flight at each instance (sent from a private loop thread)
+SYNC_PER_INSTANCE = 2
 
 
 def _items_body(items: list[dict[str, Any]]) -> dict[str, Any]:
@@ -77,11 +84,15 @@ def _coalescer(config: ClientConfig, coalesce: bool, window_s: float | None, tra
 
 
 class RewardClient:
-    """Blocking client; one connection pool, safe to share between threads."""
+    """Blocking client; one connection pool, safe to share between threads.
+
+    Given several base URLs (a list, or one string with commas), chunks are spread over the instances
+    (``reward_client.instances``), up to ``SYNC_PER_INSTANCE`` chunks in flight at each, from a private loop thread.
+    """
 
     def __init__(
         self,
-        base_url: str | None = None,
+        base_url: Urls = None,
         *,
         token: str | None = None,
         timeout: Timeout = 180.0,
@@ -92,13 +103,44 @@ class RewardClient:
         coalesce: bool = False,
         coalesce_window_s: float | None = None,
     ) -> None:
-        self.config = ClientConfig(base_url or "", token, timeout, retry or RetryPolicy(), chunk_size, 1, headers or {})
-        self._http = httpx.Client(transport=transport, **self.config.http_kwargs())
-        self._contact = Contact(self.config.base_url, self.config.retry)
+        self.config = ClientConfig(join_urls(base_url), token, timeout, retry or RetryPolicy(), chunk_size,
+                                   1, headers or {})
         self.coalescer = _coalescer(self.config, coalesce, coalesce_window_s, transport)
+        self._several = len(self.config.urls) > 1
+        self._multi: AsyncRewardClient | None = None  # made on first use, again in a forked child
+        self._multi_pid = 0
+        self._multi_lock = threading.Lock()
+        self._loop = LoopThread("reward-client-instances")
+        if self._several:
+            check_urls(self.config.urls)
+            if transport is not None:
+                raise ValueError("a custom transport serves one URL; give one base_url, or none")
+        self._http = httpx.Client(transport=transport, **{**self.config.http_kwargs(), "base_url": self.config.urls[0]})
+        self._contact = Contact(self.config.base_url, self.config.retry)
+
+    def _pooled(self) -> AsyncRewardClient:
+        """The async client that spreads this client's calls over its instances, living on the private loop."""
+        with self._multi_lock:
+            if self._multi is None or self._multi_pid != os.getpid():
+                c = self.config
+                self._multi = AsyncRewardClient(c.base_url, token=c.token, timeout=c.timeout, retry=c.retry,
+                                                chunk_size=c.chunk_size, max_concurrency=SYNC_PER_INSTANCE,
+                                                headers=c.headers)
+                self._multi_pid = os.getpid()
+            return self._multi
+
+    def _on_loop(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop.loop()).result()
+
+    def instance_stats(self) -> list[dict[str, Any]]:
+        """Per instance: URL, whether it is out of the rotation, requests and items it answered, failures and chunks
+        re-sent elsewhere; empty for a client of one URL."""
+        return self._multi.instance_stats() if self._multi is not None else []
 
     # --- plumbing ---
     def _request(self, method: str, path: str, json: Any = None) -> Any:
+        if self._several:
+            return self._on_loop(self._pooled().request_json(method, path, json))
         policy = self.config.retry
         attempt = 0
         started = time.monotonic()
@@ -125,6 +167,8 @@ class RewardClient:
                 + self._post_items(path, items[half:], body_of, offset + half))
 
     def _post_chunked(self, path: str, items: Sequence[Payload], body_of: BodyOf) -> list[Any]:
+        if self._several:
+            return self._on_loop(self._pooled().post_chunked(path, items, body_of))
         wire = [to_wire(i) for i in items]
         out: list[Any] = []
         for offset, chunk in chunks(wire, self.config.chunk_size):
@@ -168,6 +212,10 @@ class RewardClient:
         return body.get("verifiers", body) if isinstance(body, dict) else body
 
     def ready(self) -> bool:
+        """True when the service (with several URLs: at least one instance) says it is ready."""
+        pool = self._pooled().pool if self._several else None
+        if pool is not None:
+            return self._on_loop(pool.ready())
         try:
             return self._http.get("/readyz").status_code == 200
         except httpx.TransportError:
@@ -176,6 +224,10 @@ class RewardClient:
     def close(self) -> None:
         if self.coalescer is not None:
             self.coalescer.close()
+        multi, self._multi = self._multi, None
+        if multi is not None and self._multi_pid == os.getpid():
+            self._on_loop(multi.aclose())
+        self._loop.stop()
         self._http.close()
 
     def __enter__(self) -> RewardClient:
@@ -186,11 +238,15 @@ class RewardClient:
 
 
 class AsyncRewardClient:
-    """Asyncio client; chunks of one call are sent concurrently (``max_concurrency`` at once)."""
+    """Asyncio client; chunks of one call are sent concurrently (``max_concurrency`` at once).
+
+    Given several base URLs (a list, or one string with commas), each chunk goes to the least-loaded healthy
+    instance, ``max_concurrency`` chunks in flight at each (``reward_client.instances``).
+    """
 
     def __init__(
         self,
-        base_url: str | None = None,
+        base_url: Urls = None,
         *,
         token: str | None = None,
         timeout: Timeout = 180.0,
@@ -202,15 +258,23 @@ class AsyncRewardClient:
         coalesce: bool = False,
         coalesce_window_s: float | None = None,
     ) -> None:
-        self.config = ClientConfig(base_url or "", token, timeout, retry or RetryPolicy(), chunk_size,
+        self.config = ClientConfig(join_urls(base_url), token, timeout, retry or RetryPolicy(), chunk_size,
                                    max_concurrency, headers or {})
         self.coalescer = _coalescer(self.config, coalesce, coalesce_window_s, transport)
+        urls = self.config.urls
+        self.pool = Pool(urls, self.config, transport) if len(urls) > 1 else None
         limits = httpx.Limits(max_connections=max(max_concurrency * 2, 10))
-        self._http = httpx.AsyncClient(transport=transport, limits=limits, **self.config.http_kwargs())
+        self._http = httpx.AsyncClient(transport=transport, limits=limits,
+                                       **{**self.config.http_kwargs(), "base_url": urls[0]})
         self._contact = Contact(self.config.base_url, self.config.retry)
         self._gate: asyncio.Semaphore | None = None  # made on first use, inside the caller's event loop
 
     async def _request(self, method: str, path: str, json: Any = None) -> Any:
+        if self.pool is not None:
+            if self._gate is None:  # as many requests as the instances have slots; the rest wait here, in order
+                self._gate = asyncio.Semaphore(self.config.max_concurrency * len(self.pool.instances))
+            async with self._gate:
+                return await self.pool.request(method, path, json)
         policy = self.config.retry
         attempt = 0
         started = time.monotonic()
@@ -249,6 +313,15 @@ class AsyncRewardClient:
     async def post_items(self, path: str, items: Sequence[Payload]) -> list[Any]:
         """The raw result objects of an ``{"items": [...]}`` endpoint, chunked, in order."""
         return await self._post_chunked(path, items, _items_body)
+
+    async def post_chunked(self, path: str, items: Sequence[Payload], body_of: BodyOf) -> list[Any]:
+        """Chunks of ``items``, each in the body ``body_of`` makes, sent concurrently; the results in order."""
+        return await self._post_chunked(path, items, body_of)
+
+    def instance_stats(self) -> list[dict[str, Any]]:
+        """Per instance: URL, whether it is out of the rotation, requests and items it answered, failures and chunks
+        re-sent elsewhere; empty for a client of one URL."""
+        return self.pool.stats() if self.pool is not None else []
 
     async def _post_chunked(self, path: str, items: Sequence[Payload], body_of: BodyOf) -> list[Any]:
         wire = [to_wire(i) for i in items]
@@ -294,6 +367,8 @@ class AsyncRewardClient:
     async def aclose(self) -> None:
         if self.coalescer is not None:
             await asyncio.to_thread(self.coalescer.close)
+        if self.pool is not None:
+            await self.pool.aclose()
         await self._http.aclose()
 
     async def __aenter__(self) -> AsyncRewardClient:

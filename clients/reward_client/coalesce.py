@@ -233,8 +233,10 @@ class Coalescer:
         client = self._client_here()
         batcher = self._batchers.get(route)
         if batcher is None:
+            # ``max_inflight`` requests out per instance when the client has several (``reward_client.instances``)
+            slots = self.max_inflight * len(self.config.urls)
             batcher = self._batchers[route] = Batcher(lambda batch: send(client, batch), self.window_s,
-                                                      self.max_items, self.max_inflight)
+                                                      self.max_items, slots)
         return await batcher.submit(items)
 
     # --- from any thread or loop ---

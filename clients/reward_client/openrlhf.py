@@ -5,7 +5,8 @@ code, but OpenRLHF's own HTTP client tries 5 times a second apart and then leave
 the service costs the samples scored meanwhile. Given this file instead, OpenRLHF calls ``reward_func(queries,
 prompts, labels)`` once per sample from a thread; here those calls are coalesced into batched requests to the same
 ``/openrlhf/reward`` route and retried through an outage for ``REWARD_CLIENT_RETRY_BUDGET_S`` (300 s by default).
-Settings come from the environment (``REWARD_CLIENT_URL``, ``REWARD_CLIENT_TOKEN``), since OpenRLHF passes none.
+Settings come from the environment (``REWARD_CLIENT_URL``, ``REWARD_CLIENT_TOKEN``), since OpenRLHF passes none;
+``REWARD_CLIENT_URL`` may list several instances separated by commas, which then share the work.
 """
 from __future__ import annotations
 

@@ -42,11 +42,16 @@ class ClientConfig:
     headers: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.base_url = (self.base_url or os.environ.get(URL_ENV) or DEFAULT_URL).rstrip("/")
+        self.base_url = ",".join(split_urls(self.base_url) or split_urls(os.environ.get(URL_ENV)) or [DEFAULT_URL])
         if self.token is None:
             self.token = os.environ.get(TOKEN_ENV) or None
         if self.chunk_size < 1 or self.max_concurrency < 1:
             raise ValueError("chunk_size and max_concurrency must be at least 1")
+
+    @property
+    def urls(self) -> list[str]:
+        """The instances' base URLs (one, or several: ``base_url`` holds them comma-separated)."""
+        return split_urls(self.base_url)
 
     def http_kwargs(self) -> dict[str, Any]:
         headers = {"user-agent": "reward-client/0.1", **self.headers}
@@ -54,6 +59,25 @@ class ClientConfig:
             headers["authorization"] = f"Bearer {self.token}"
         timeout = self.timeout if isinstance(self.timeout, httpx.Timeout) else httpx.Timeout(self.timeout, connect=10.0)
         return {"base_url": self.base_url, "headers": headers, "timeout": timeout}
+
+
+def split_urls(urls: str | Sequence[str] | None) -> list[str]:
+    """Base URLs from a list, or a string of one or several separated by commas (as in ``REWARD_CLIENT_URL`` and
+    the adapters' settings); blanks dropped, trailing slashes removed, a repeated URL kept once."""
+    if not urls:
+        return []
+    parts = urls.split(",") if isinstance(urls, str) else [p for u in urls for p in str(u).split(",")]
+    out: list[str] = []
+    for part in parts:
+        url = part.strip().rstrip("/")
+        if url and url not in out:
+            out.append(url)
+    return out
+
+
+def join_urls(urls: str | Sequence[str] | None) -> str:
+    """The one-string form ``ClientConfig.base_url`` holds: the URLs of ``split_urls``, comma-separated."""
+    return ",".join(split_urls(urls))
 
 
 def group_of(item: Any) -> Any:

@@ -25,7 +25,7 @@ import httpx
 from reward_client.client import AsyncRewardClient, RewardClient
 from reward_client.coalesce import shared_coalescer
 from reward_client.items import VerifyItem, set_options
-from reward_client.protocol import ClientConfig
+from reward_client.protocol import ClientConfig, join_urls
 from reward_client.results import VerifyResult
 from reward_client.retry import RetryPolicy, trainer_policy
 
@@ -159,7 +159,7 @@ def make_reward_func(
     options: dict[str, Any] | None = None,
     options_column: str | None = None,
     client: RewardClient | None = None,
-    url: str | None = None,
+    url: str | Sequence[str] | None = None,
     token: str | None = None,
     name: str | None = None,
     retry: RetryPolicy | None = None,
@@ -170,9 +170,11 @@ def make_reward_func(
 
     ``reference`` names the dataset column holding the gold answer (None: no reference); ``verifier_column`` and
     ``options_column`` let each row pick its verifier and options (None values in them mean "not set").
-    ``retry`` bounds how long an outage is ridden out (default: ``trainer_policy()``, minutes, a service not yet
-    reached included); past it the function raises, so a dead service stops training instead of silently rewarding
-    nothing. ``on_null`` replaces a null verdict (default: None, see the module docstring for what TRL makes of it).
+    ``url`` is one base URL, or several (a list or a comma-separated string; default ``REWARD_CLIENT_URL``), whose
+    instances share the work (``reward_client.instances``). ``retry`` bounds how long an outage is ridden out
+    (default: ``trainer_policy()``, minutes, a service not yet reached included); past it the function raises, so a
+    dead service stops training instead of silently rewarding nothing. ``on_null`` replaces a null verdict
+    (default: None, see the module docstring for what TRL makes of it).
     """
     builder = _ItemBuilder(verifier, verifier_column, reference, options, options_column)
     own = client or RewardClient(url, token=token, retry=retry or trainer_policy(), timeout=timeout)
@@ -200,7 +202,7 @@ def make_async_reward_func(
     verifier_column: str | None = None,
     options: dict[str, Any] | None = None,
     options_column: str | None = None,
-    url: str | None = None,
+    url: str | Sequence[str] | None = None,
     token: str | None = None,
     name: str | None = None,
     retry: RetryPolicy | None = None,
@@ -215,7 +217,7 @@ def make_async_reward_func(
     made from it instead (an httpx async client belongs to the loop it was first used on).
     """
     builder = _ItemBuilder(verifier, verifier_column, reference, options, options_column)
-    config = ClientConfig(url or "", token, timeout, retry or trainer_policy())
+    config = ClientConfig(join_urls(url), token, timeout, retry or trainer_policy())
     clients: dict[int, AsyncRewardClient] = {}
     func_name = name or f"{verifier or verifier_column}_reward"
     log = _Logger(func_name)

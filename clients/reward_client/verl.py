@@ -11,9 +11,11 @@ points coalesce concurrent samples of the process into batched requests (``rewar
 through a restart of the service for ``retry_budget_s`` (``REWARD_CLIENT_RETRY_BUDGET_S``, 300 s) before raising.
 ``compute_score_batch`` remains for older verl versions' batch reward manager.
 
-The server is ``REWARD_CLIENT_URL`` (token ``REWARD_CLIENT_TOKEN``). Each sample goes to a verifier chosen by its
-``data_source`` (see ``DEFAULT_ROUTES``; extend with ``REWARD_CLIENT_VERL_ROUTES='{"my_set": "ifeval"}'``, set a
-catch-all with ``REWARD_CLIENT_VERL_DEFAULT``), or by ``extra_info["verifier"]`` when the row names one.
+The server is ``REWARD_CLIENT_URL`` (token ``REWARD_CLIENT_TOKEN``); several instances, which then share the work,
+are listed there with commas, or in ``reward_service_url`` (a string with commas, or a YAML list). Each sample goes
+to a verifier chosen by its ``data_source`` (see ``DEFAULT_ROUTES``; extend with
+``REWARD_CLIENT_VERL_ROUTES='{"my_set": "ifeval"}'``, set a catch-all with ``REWARD_CLIENT_VERL_DEFAULT``), or by
+``extra_info["verifier"]`` when the row names one.
 
 verl needs a float reward, so a null verdict (timeout, backend down, unusable reference) is reported as
 ``REWARD_CLIENT_NULL_SCORE`` (default 0.0) with ``scored = False`` and its ``status`` beside it, so the rate of
@@ -28,7 +30,7 @@ from typing import Any
 
 from reward_client.coalesce import Coalescer, shared_coalescer
 from reward_client.items import VerifyItem, set_options
-from reward_client.protocol import ClientConfig
+from reward_client.protocol import ClientConfig, join_urls
 from reward_client.results import VerifyResult
 from reward_client.retry import trainer_policy
 
@@ -103,10 +105,11 @@ def to_verl(result: VerifyResult) -> dict[str, Any]:
     }
 
 
-def coalescer(reward_service_url: str | None = None, retry_budget_s: float | None = None,
+def coalescer(reward_service_url: str | Sequence[str] | None = None, retry_budget_s: float | None = None,
               **_: Any) -> Coalescer:
-    """The process's coalescer for these settings (a forked worker makes its own; loops and threads share one)."""
-    return shared_coalescer(ClientConfig(reward_service_url or "", retry=trainer_policy(retry_budget_s)))
+    """The process's coalescer for these settings (a forked worker makes its own; loops and threads share one).
+    ``reward_service_url`` may name several instances: a list, or one string with commas."""
+    return shared_coalescer(ClientConfig(join_urls(reward_service_url), retry=trainer_policy(retry_budget_s)))
 
 
 def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: dict[str, Any] | None = None,

@@ -112,3 +112,37 @@ def test_grpo_run_survives_a_server_restart_between_steps(policy: Path, restarte
         t.join()
     logs = step_logs(trainer)
     assert logs[1]["exact_match_reward/null_count"] == 0 and logs[1]["fmt/status/ok"] == 1.0
+
+
+def test_grpo_run_over_two_instances_survives_one_killed_between_steps(policy: Path, tmp_path: Path) -> None:
+    """The reward functions get both instances' URLs; after step 1 one instance is SIGKILLed, and step 2 is scored
+    entirely by the other (no null reward), the dead one taken out of the rotation."""
+    import os
+    import signal
+
+    from transformers import TrainerCallback
+
+    servers = [Restarter(tmp_path / name) for name in ("a", "b")]
+    try:
+        for s in servers:
+            s.start()
+        a, b = servers
+
+        class KillAfterFirstStep(TrainerCallback):
+            def on_step_end(self, args, state, control, **kwargs):
+                if state.global_step == 1 and b.live is not None:
+                    os.kill(b.live.proc.pid, signal.SIGKILL)
+                    b.live.proc.wait(timeout=30)
+
+        urls = f"{a.url},{b.url}"
+        em = make_reward_func("exact_match", reference="answer", url=[a.url, b.url])
+        fmt = make_async_reward_func("regex", reference="pattern", url=urls, name="fmt_two")
+        trainer = train(policy, tmp_path / "out", [em, fmt], callbacks=[KillAfterFirstStep()])
+        logs = step_logs(trainer)
+        assert all(h["exact_match_reward/null_count"] == 0 and h["fmt_two/status/ok"] == 1.0 for h in logs)
+        stats = {s["url"]: s for s in em.client.instance_stats()}
+        assert stats[b.url]["down"] and stats[b.url]["failures"] == 1  # step 2 met the dead instance and moved on
+        assert stats[a.url]["items"] + stats[b.url]["items"] == 2 * 4
+    finally:
+        for s in servers:
+            s.stop()

@@ -26,7 +26,7 @@ from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManage
 from verl.utils.ray_utils import get_event_loop  # noqa: E402
 
 from tests.support.reward_models import build_tokenizer  # noqa: E402
-from tests.support.server import LiveServer, requests_to  # noqa: E402
+from tests.support.server import LiveServer, requests_to, run_server  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -123,3 +123,23 @@ def test_sync_compute_score_in_verls_thread_pool(tokenizer_dir: Path, server: Li
     assert (extra[7]["scored"], extra[7]["status"], outs[7]["reward_score"]) == (False, "unavailable", 0.0)
     assert sum(not e["scored"] for e in extra) == 1  # the null count verl's metrics can report
     assert all(re.fullmatch(r"\{.*\}", e["details"]) for e in extra)
+
+
+def test_reward_loop_over_two_instances_from_a_hydra_list(tokenizer_dir: Path, tmp_path: Path) -> None:
+    """The documented command-line list of URLs reaches the worker as an OmegaConf list; both instances serve."""
+    with run_server(tmp_path) as a, run_server(tmp_path) as b:
+        config = verl_config([
+            f"actor_rollout_ref.model.path={tokenizer_dir}",
+            f"reward.custom_reward_function.path={shipped.__file__}",
+            "reward.custom_reward_function.name=compute_score_async",
+            f"+reward.custom_reward_function.reward_kwargs.reward_service_url=[{a.url},{b.url}]",
+        ])
+        w = reward_loop.RewardLoopWorker(config)
+        n = 512
+        truths = [f"city {i}" for i in range(n)]
+        data = rollouts(tokenizer_dir, [t if i % 4 else "Lyon" for i, t in enumerate(truths)], truths,
+                        [{"index": i} for i in range(n)])
+        before = [requests_to(s.url) for s in (a, b)]
+        outs = run(w, data)
+        assert [o["reward_score"] for o in outs] == [1.0 if i % 4 else 0.0 for i in range(n)]
+        assert all(requests_to(s.url) > x for s, x in zip((a, b), before))  # both instances scored some

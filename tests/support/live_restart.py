@@ -14,6 +14,7 @@ class Restarter:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._ctx: contextlib.AbstractContextManager[LiveServer] | None = None
+        self.live: LiveServer | None = None  # the running server, None while stopped
         self._runs = 0
 
     def start(self) -> LiveServer:
@@ -24,9 +25,10 @@ class Restarter:
         ctx = run_server(log_dir, self.env, port=self.port)
         live = ctx.__enter__()
         self._ctx = ctx
+        self.live = live
         return live
 
     def stop(self) -> None:
-        ctx, self._ctx = self._ctx, None
+        ctx, self._ctx, self.live = self._ctx, None, None
         if ctx is not None:
             ctx.__exit__(None, None, None)
