@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from verifiers.base import BaseOptions, Verifier
 from verifiers.context import Context
+from verifiers.conversation import inherit
 from verifiers.kinds.judges import prompts
 from verifiers.kinds.judges.backends import JudgeError, Messages, Sampling
 from verifiers.kinds.judges.guards import GuardResult, check_response
@@ -172,7 +173,7 @@ class JudgeReferenceVerifier(JudgeVerifier):
         if options.hybrid:
             try:
                 rule = await ctx.verify(
-                    VerifyItem(options.hybrid, response, answer, dict(options.hybrid_options)))
+                    inherit(VerifyItem(options.hybrid, response, answer, dict(options.hybrid_options))))
             except (UnknownVerifier, ValidationError) as exc:
                 return Verdict.error(f"hybrid rule verifier {options.hybrid!r} cannot run: {str(exc)[:300]}")
             confident = rule.score == 1.0 or (options.hybrid_settles == "any" and rule.score is not None)
