@@ -15,6 +15,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.fakes.openai_server import FakeOpenAI, gullible_judge, serve
+from tests.judge_helpers import API_KEY
+
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
@@ -109,3 +112,18 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"shared data sets not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="module")
+def _judge_server() -> Iterator[FakeOpenAI]:
+    with serve(FakeOpenAI(api_key=API_KEY)) as fake:
+        yield fake
+
+
+@pytest.fixture
+def fake(_judge_server: FakeOpenAI) -> FakeOpenAI:
+    """The OpenAI-compatible judge double, reset, answering as the gullible judge (a module may define its own)."""
+    _judge_server.reset()
+    _judge_server.responder = gullible_judge
+    _judge_server.latency_s = 0.0
+    return _judge_server
