@@ -5,6 +5,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from verifiers.conversation import final_text
+from verifiers.types import VerifyItem
+
 
 class TextPart(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -36,6 +39,13 @@ class _Message(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str | None = Field(None, max_length=1000, description="OpenAI's optional participant name.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_means_absent(cls, data: Any) -> Any:
+        # SDK dumps and columnar files (parquet, datasets) write every key any message has, null where it has none:
+        # a null field is an absent one (an assistant turn's null content stays null, its default).
+        return {k: v for k, v in data.items() if v is not None} if isinstance(data, dict) else data
 
 
 class SystemMessage(_Message):
@@ -104,6 +114,13 @@ class VerifyItemIn(BaseModel):
             return None
         # An assistant turn of tool calls keeps its null content, as OpenAI writes it.
         return [{"content": None, **m.model_dump(exclude_none=True)} for m in self.messages]
+
+    def to_verify_item(self) -> VerifyItem:
+        """The library's item: a trajectory's response is the text of its final assistant turn."""
+        messages = self.message_dicts()
+        response = self.response if messages is None else final_text(messages)
+        return VerifyItem(verifier=self.verifier, response=response or "", reference=self.reference,
+                          options=self.options, id=self.id, group=self.group, messages=messages, tools=self.tools)
 
 
 class VerifyRequest(BaseModel):

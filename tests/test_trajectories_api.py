@@ -4,6 +4,8 @@ over-long conversation is a 422 naming the item and field."""
 from __future__ import annotations
 
 import json
+import re
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -252,3 +254,28 @@ def test_the_tools_limits_are_enforced(small_server: LiveServer, server: LiveSer
     r = post(server, [{"verifier": "exact_match", "messages": turns(2), "tools": [deep]}])
     assert r.status_code == 422 and r.json()["loc"] == ["items", 0, "tools"], r.text
     assert "nested 102 levels deep" in r.json()["detail"]
+
+
+# ---------------------------------------------------------------- code scores the final turn's program
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+def test_code_runs_the_program_of_the_final_turn(server: LiveServer, shared_data: Path) -> None:
+    with open(shared_data / "code" / "mbpp.jsonl") as f:
+        task = json.loads(f.readline())
+    reference = {"test_list": task["test_list"]}
+    name = re.search(r"assert\s+(\w+)\(", task["test_list"][0]).group(1)  # type: ignore[union-attr]
+    broken = f"```python\ndef {name}(*args):\n    return None\n```"
+    fixed = f"Here is the corrected function:\n```python\n{task['code']}\n```"
+    debugging = [
+        {"role": "user", "content": task["text"]},
+        {"role": "assistant", "content": broken},
+        {"role": "user", "content": "Your function fails the tests. Run them and fix it."},
+        {"role": "assistant", "content": None, "tool_calls": [call("run_1", "python", code=task["test_list"][0])]},
+        {"role": "tool", "tool_call_id": "run_1", "content": "AssertionError"},
+        {"role": "assistant", "content": fixed},
+    ]
+    regressed = [*debugging[:-1], {"role": "assistant", "content": broken}]
+    good, bad = scores(server, [{"verifier": "code", "reference": reference, "messages": debugging},
+                                {"verifier": "code", "reference": reference, "messages": regressed}])
+    assert (good["status"], good["score"]) == ("ok", 1.0), good
+    assert bad["status"] == "ok" and bad["score"] < 1.0, bad

@@ -14,10 +14,9 @@ from reward_service.group_stats import group_stats
 from reward_service.item_limits import check_conversation, json_chars, number_problem, surrogate_path
 from reward_service.schemas import VerifyItemIn, VerifyRequest, VerifyResponse, VerifyResult
 from reward_service.settings import LimitsSettings
-from verifiers.conversation import final_text
 from verifiers.engine import Engine, Prepared
 from verifiers.engine.registry import UnknownVerifier
-from verifiers.types import Verdict, VerifyItem
+from verifiers.types import Verdict
 
 router = APIRouter(tags=["verify"], dependencies=[Depends(require_token)])
 
@@ -90,19 +89,11 @@ def check_item_values(limits: LimitsSettings, i: int, item: VerifyItemIn) -> Non
             raise ApiError(422, f"items[{i}].{'.'.join(map(str, (name, *at)))} {what}", loc=["items", i, name, *at])
 
 
-def to_verify_item(item: VerifyItemIn) -> VerifyItem:
-    """The library's item: a trajectory's response is the text of its final assistant turn."""
-    messages = item.message_dicts()
-    response = item.response if messages is None else final_text(messages)
-    return VerifyItem(verifier=item.verifier, response=response or "", reference=item.reference,
-                      options=item.options, id=item.id, group=item.group, messages=messages, tools=item.tools)
-
-
 def prepare_items(engine: Engine, body: VerifyRequest) -> list[Prepared]:
     """Each item resolved to its verifier with validated options (422 for an unknown verifier or bad options)."""
     prepared = []
     for i, item in enumerate(body.items):
-        vi = to_verify_item(item)
+        vi = item.to_verify_item()
         try:
             prepared.append(engine.prepare(vi))
         except UnknownVerifier as exc:
