@@ -25,16 +25,16 @@ def content_text(content: Any) -> str:
     """The text of a message's content: the string itself, its text parts joined by newlines, or "" for null (an
     assistant turn made only of tool calls). Parts are joined with a newline so that "12" and "3" in two parts never
     read as the number 123."""
-    if content is None:
-        return ""
     if isinstance(content, str):
         return content
-    return "\n".join(part.get("text", "") for part in content if isinstance(part, dict))
+    if not isinstance(content, list):
+        return ""
+    return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
 
 
 def assistant_turns(messages: list[Message]) -> list[int]:
     """Positions of the assistant messages: the turns a per-turn score (``Verdict.turn_scores``) is given for."""
-    return [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+    return [i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "assistant"]
 
 
 def final_text(messages: list[Message]) -> str:
