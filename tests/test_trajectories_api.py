@@ -76,7 +76,7 @@ def test_math_scores_the_final_turn_of_gsm8k_and_math500_trajectories(server: Li
             {"role": "user", "content": question},
             {"role": "assistant", "content": f"The answer is $\\boxed{{{wrong}}}$."},
             {"role": "user", "content": "Please check your work."},
-            {"role": "assistant", "content": [{"type": "text", "text": "I made an error earlier."},
+            {"role": "assistant", "content": [{"type": "text", "text": "I made an error earlier. "},
                                               {"type": "text", "text": f"The answer is $\\boxed{{{gold}}}$."}]},
         ]})
     results = scores(server, items)
@@ -110,7 +110,7 @@ def test_plain_responses_and_trajectories_mix_in_one_batch(server: LiveServer) -
 # ---------------------------------------------------------------- the trajectory reaches a worker; turn scores return
 
 def test_messages_and_tools_reach_a_worker_and_turn_scores_come_back(server: LiveServer) -> None:
-    messages = agent_conversation("What is 16-3-4, doubled?", [{"type": "text", "text": "It is"},
+    messages = agent_conversation("What is 16-3-4, doubled?", [{"type": "text", "text": "It is "},
                                                                 {"type": "text", "text": "18."}])
     plain, traj = scores(server, [
         {"verifier": "test_turns", "response": "18"},
@@ -121,8 +121,8 @@ def test_messages_and_tools_reach_a_worker_and_turn_scores_come_back(server: Liv
     assert traj["turn_scores"] == [1.0, 0.0] and traj["score"] == 0.5
     details = traj["details"]
     assert details["roles"] == ["system", "user", "assistant", "tool", "assistant"]
-    assert details["texts"] == ["Let me compute it.", "It is\n18."]
-    assert details["response"] == "It is\n18."  # the item's response is the final turn's text parts, joined
+    assert details["texts"] == ["Let me compute it.", "It is 18."]
+    assert details["response"] == "It is 18."  # the item's response is the final turn's text parts, joined
     assert details["tools"] == ["calculator"]
     assert isinstance(details["pid"], int)
 

@@ -22,14 +22,14 @@ Message = dict[str, Any]
 
 
 def content_text(content: Any) -> str:
-    """The text of a message's content: the string itself, its text parts joined by newlines, or "" for null (an
-    assistant turn made only of tool calls). Parts are joined with a newline so that "12" and "3" in two parts never
-    read as the number 123."""
+    """The text of a message's content: the string itself, its text parts joined, or "" for null (an assistant turn
+    made only of tool calls). Parts are joined with nothing between them, as chat templates render them: the text
+    scored is the text the model wrote."""
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
         return ""
-    return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
 
 
 def assistant_turns(messages: list[Message]) -> list[int]:

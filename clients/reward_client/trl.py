@@ -7,6 +7,10 @@ TRL calls ``reward_fn(prompts=..., completions=..., completion_ids=..., **column
 arrives as a list aligned with ``completions``, plus ``log_metric`` and ``log_extra``: each function logs its null
 count, status shares and (for the ``spec`` verifier) per-component rewards through them.
 
+A conversational completion (a list of messages: assistant turns, their tool calls, the tool results TRL's tool
+loop appended) goes to the server as a trajectory (``messages``, after the prompt's messages): text verifiers score
+its final assistant turn, judges read the whole conversation.
+
 A null verdict (timeout, backend down, unusable reference) is returned as ``None`` (or ``on_null`` when given).
 TRL 1.16 sums the functions' weighted rewards with ``nansum``: a None counts as 0 when another function scored the
 sample, and only a sample where every function returned None is left out (advantage 0). To make one component's
@@ -17,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import math
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Union
 
 import httpx
@@ -25,6 +29,7 @@ import httpx
 from reward_client.client import AsyncRewardClient, RewardClient
 from reward_client.coalesce import shared_coalescer
 from reward_client.items import VerifyItem, set_options
+from reward_client.messages import is_conversation, openai_messages
 from reward_client.protocol import ClientConfig
 from reward_client.results import VerifyResult
 from reward_client.retry import RetryPolicy, trainer_policy
@@ -49,6 +54,23 @@ def completion_text(completion: Any) -> str:
     messages = [m for m in completion if isinstance(m, dict)]
     assistant = [m for m in messages if m.get("role") == "assistant"] or messages
     return "".join(_content_text(m.get("content")) for m in assistant)
+
+
+def trajectory(prompt: Any, completion: Any) -> list[dict[str, Any]]:
+    """A conversational completion (assistant turns, their tool calls, the tool results TRL appended) after its
+    prompt's messages, in the service's message shape: text verifiers score its final assistant turn, judges read
+    it whole."""
+    if isinstance(completion, Mapping):
+        completion = [completion]
+    if not is_conversation(completion):
+        raise TypeError(f"a completion must be a string or a list of chat messages, not {type(completion).__name__}")
+    if is_conversation(prompt):
+        head = list(prompt)
+    elif isinstance(prompt, str) and prompt:
+        head = [{"role": "user", "content": prompt}]
+    else:
+        head = []
+    return openai_messages([*head, *completion])
 
 
 def _content_text(content: Any) -> str:
@@ -97,13 +119,17 @@ class _ItemBuilder:
         names = self._column(kwargs, self.verifier_column, n) if self.verifier_column else [self.verifier] * n
         opts = self._column(kwargs, self.options_column, n) if self.options_column else [None] * n
         groups = [_group_of(p) for p in prompts] if prompts is not None and len(prompts) == n else [None] * n
-        return [
-            VerifyItem(
-                verifier=str(names[i]), response=completion_text(completions[i]), reference=refs[i],
-                options=set_options(self.options, opts[i]), id=str(i), group=groups[i],
-            )
-            for i in range(n)
-        ]
+        items = []
+        for i in range(n):
+            item = VerifyItem(verifier=str(names[i]), reference=refs[i], options=set_options(self.options, opts[i]),
+                              id=str(i), group=groups[i])
+            if isinstance(completions[i], str):
+                item.response = completions[i]
+            else:
+                item.messages = trajectory(prompts[i] if prompts is not None and len(prompts) == n else None,
+                                           completions[i])
+            items.append(item)
+        return items
 
 
 class _Logger:
