@@ -59,3 +59,24 @@ def test_labelled_audit_hands_the_conversation_to_the_verifier(engine: Engine) -
 def test_malformed_trajectory_rows_are_refused(engine: Engine, row: dict[str, Any], message: str) -> None:
     with pytest.raises(AuditInputError, match=f"row 0: {message}"):
         asyncio.run(labelled_audit(engine, "math", [row]))
+
+
+def test_the_audit_route_applies_the_trajectory_rules_and_limits(tmp_path) -> None:
+    from tests.conftest import run_server
+
+    good = {"messages": chat("\\boxed{42}"), "reference": "42", "label": True}
+    orphan = {"messages": [*chat("x"), {"role": "tool", "tool_call_id": "nope", "content": "1"}], "reference": "42",
+              "label": False}
+    with run_server(tmp_path, {"REWARD_SERVICE_MAX_MESSAGES": "4", "REWARD_SERVICE_WORKERS": "1"}) as live, \
+            live.client() as client:
+        def audit(rows: list[dict[str, Any]]) -> Any:
+            return client.post("/v1/audit", json={"kind": "labelled", "verifier": "math", "items": rows})
+
+        ok = audit([good])
+        assert ok.status_code == 200 and ok.json()["confusion"]["tp"] == 1, ok.text
+        bad_role = audit([good, {**good, "messages": [{"role": "robot", "content": "1"}]}])
+        assert bad_role.status_code == 422 and bad_role.json()["loc"][:3] == ["items", 1, "messages"], bad_role.text
+        r = audit([good, orphan])
+        assert r.status_code == 422 and r.json()["loc"] == ["items", 1, "messages", 2, "tool_call_id"], r.text
+        long = audit([{**good, "messages": chat("1", "2", "3")}])  # 5 messages, over the limit of 4
+        assert long.status_code == 422 and "over the limit of 4" in long.json()["detail"], long.text
