@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from verifiers.conversation import final_text
 from verifiers.types import VerifyItem
@@ -99,6 +99,7 @@ class VerifyItemIn(BaseModel):
     reference: Any = Field(None, description="Gold answer, tests, rubric...: its shape depends on the verifier.")
     options: dict[str, Any] = Field(default_factory=dict, description="Verifier options (see its options_schema).")
     group: str | None = Field(None, description="Items sharing a group id form one GRPO group.")
+    _dicts: list[dict[str, Any]] | None = PrivateAttr(None)
 
     @model_validator(mode="after")
     def _one_output(self) -> VerifyItemIn:
@@ -109,11 +110,14 @@ class VerifyItemIn(BaseModel):
         return self
 
     def message_dicts(self) -> list[dict[str, Any]] | None:
-        """The messages as plain dicts for the verifiers (fields left unset are left out)."""
+        """The messages as plain dicts for the verifiers (fields left unset are left out), made once: the limits
+        and the library item read the same list."""
         if self.messages is None:
             return None
-        # An assistant turn of tool calls keeps its null content, as OpenAI writes it.
-        return [{"content": None, **m.model_dump(exclude_none=True)} for m in self.messages]
+        if self._dicts is None:
+            # An assistant turn of tool calls keeps its null content, as OpenAI writes it.
+            self._dicts = [{"content": None, **m.model_dump(exclude_none=True)} for m in self.messages]
+        return self._dicts
 
     def to_verify_item(self) -> VerifyItem:
         """The library's item: a trajectory's response is the text of its final assistant turn."""
