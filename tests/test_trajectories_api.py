@@ -127,6 +127,16 @@ def test_messages_and_tools_reach_a_worker_and_turn_scores_come_back(server: Liv
     assert isinstance(details["pid"], int)
 
 
+def test_nested_checks_of_a_spec_get_the_conversation(server: LiveServer) -> None:
+    messages = agent_conversation("What is 16-3-4?", "It is \\boxed{9}.")
+    options = {"components": [{"name": "turns", "verifier": "test_turns", "use_reference": False},
+                              {"name": "math", "verifier": "math"}]}
+    [result] = scores(server, [{"verifier": "spec", "reference": "9", "options": options, "messages": messages}])
+    components = result["details"]["components"]
+    assert components["turns"]["score"] == 0.5, components  # the nested check read the trajectory
+    assert components["math"]["score"] == 1.0 and result["score"] == 1.5, result
+
+
 # ---------------------------------------------------------------- 422s, each named
 
 GOOD = agent_conversation("What is 16-3-4?", "It is 9.")
