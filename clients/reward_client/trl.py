@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Union
@@ -73,6 +74,14 @@ def trajectory(prompt: Any, completion: Any) -> list[dict[str, Any]]:
     return openai_messages([*head, *completion])
 
 
+def _tool_specs(value: Any) -> list[dict[str, Any]] | None:
+    """A row's tool specs: a list of OpenAI specs, or its JSON text (a dataset column of nested dicts is often stored
+    as a string)."""
+    if isinstance(value, str):
+        value = json.loads(value)
+    return list(value) if value else None
+
+
 def _content_text(content: Any) -> str:
     if content is None:
         return ""
@@ -93,7 +102,7 @@ class _ItemBuilder:
     """Turns one TRL call into verify items according to the column mapping."""
 
     def __init__(self, verifier: str | None, verifier_column: str | None, reference: str | None,
-                 options: dict[str, Any] | None, options_column: str | None) -> None:
+                 options: dict[str, Any] | None, options_column: str | None, tools_column: str | None = None) -> None:
         if (verifier is None) == (verifier_column is None):
             raise ValueError("give exactly one of verifier (a name) or verifier_column (a dataset column)")
         self.verifier = verifier
@@ -101,6 +110,7 @@ class _ItemBuilder:
         self.reference = reference
         self.options = options or {}
         self.options_column = options_column
+        self.tools_column = tools_column
 
     @staticmethod
     def _column(kwargs: dict[str, Any], name: str, n: int) -> Sequence[Any]:
@@ -118,6 +128,7 @@ class _ItemBuilder:
         refs = self._column(kwargs, self.reference, n) if self.reference else [None] * n
         names = self._column(kwargs, self.verifier_column, n) if self.verifier_column else [self.verifier] * n
         opts = self._column(kwargs, self.options_column, n) if self.options_column else [None] * n
+        tools = self._column(kwargs, self.tools_column, n) if self.tools_column else [None] * n
         groups = [_group_of(p) for p in prompts] if prompts is not None and len(prompts) == n else [None] * n
         items = []
         for i in range(n):
@@ -128,6 +139,7 @@ class _ItemBuilder:
             else:
                 item.messages = trajectory(prompts[i] if prompts is not None and len(prompts) == n else None,
                                            completions[i])
+                item.tools = _tool_specs(tools[i])
             items.append(item)
         return items
 
@@ -184,6 +196,7 @@ def make_reward_func(
     verifier_column: str | None = None,
     options: dict[str, Any] | None = None,
     options_column: str | None = None,
+    tools_column: str | None = None,
     client: RewardClient | None = None,
     url: str | None = None,
     token: str | None = None,
@@ -195,12 +208,14 @@ def make_reward_func(
     """A synchronous GRPOTrainer reward function scoring completions with one verifier (or one per row).
 
     ``reference`` names the dataset column holding the gold answer (None: no reference); ``verifier_column`` and
-    ``options_column`` let each row pick its verifier and options (None values in them mean "not set").
+    ``options_column`` let each row pick its verifier and options (None values in them mean "not set");
+    ``tools_column`` names a column of OpenAI tool specs (a list, or its JSON text) sent with conversational
+    completions.
     ``retry`` bounds how long an outage is ridden out (default: ``trainer_policy()``, minutes, a service not yet
     reached included); past it the function raises, so a dead service stops training instead of silently rewarding
     nothing. ``on_null`` replaces a null verdict (default: None, see the module docstring for what TRL makes of it).
     """
-    builder = _ItemBuilder(verifier, verifier_column, reference, options, options_column)
+    builder = _ItemBuilder(verifier, verifier_column, reference, options, options_column, tools_column)
     own = client or RewardClient(url, token=token, retry=retry or trainer_policy(), timeout=timeout)
     func_name = name or f"{verifier or verifier_column}_reward"
     log = _Logger(func_name)
@@ -226,6 +241,7 @@ def make_async_reward_func(
     verifier_column: str | None = None,
     options: dict[str, Any] | None = None,
     options_column: str | None = None,
+    tools_column: str | None = None,
     url: str | None = None,
     token: str | None = None,
     name: str | None = None,
@@ -240,7 +256,7 @@ def make_async_reward_func(
     functions TRL gathers in one step travel in one request. With ``client_factory``, one client per event loop is
     made from it instead (an httpx async client belongs to the loop it was first used on).
     """
-    builder = _ItemBuilder(verifier, verifier_column, reference, options, options_column)
+    builder = _ItemBuilder(verifier, verifier_column, reference, options, options_column, tools_column)
     config = ClientConfig(url or "", token, timeout, retry or trainer_policy())
     clients: dict[int, AsyncRewardClient] = {}
     func_name = name or f"{verifier or verifier_column}_reward"

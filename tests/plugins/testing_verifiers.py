@@ -64,19 +64,25 @@ class Print(Verifier):
         return Verdict.ok(1.0, "printed")
 
 
+class TurnsOptions(BaseOptions):
+    count_tools: bool = False  # score the number of tool specs instead
+
+
 class Turns(Verifier):
     """Reads the bound trajectory where a real trajectory verifier would (in a worker process): each assistant turn
     scores 1 when it made a tool call, so a test can tell the per-turn scores crossed every hop."""
 
     name = "test_turns"
+    Options = TurnsOptions
 
-    def check(self, response: str, reference: Any, options: BaseOptions) -> Verdict:
+    def check(self, response: str, reference: Any, options: TurnsOptions) -> Verdict:
         trajectory = current()
         if trajectory is None:
             return Verdict.ok(0.0, "no trajectory bound", pid=os.getpid())
         turns = assistant_turns(trajectory.messages)
         scores = [float(bool(trajectory.messages[i].get("tool_calls"))) for i in turns]
-        verdict = Verdict.ok(sum(scores) / len(scores), "tool-call turns", pid=os.getpid(), response=response,
+        score = float(len(trajectory.tools or ())) if options.count_tools else sum(scores) / len(scores)
+        verdict = Verdict.ok(score, "tool-call turns", pid=os.getpid(), response=response,
                              roles=[m["role"] for m in trajectory.messages],
                              texts=[content_text(trajectory.messages[i].get("content")) for i in turns],
                              tools=[t.get("function", t).get("name") for t in trajectory.tools or ()])
