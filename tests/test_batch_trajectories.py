@@ -57,9 +57,11 @@ BAD = [
 ]
 
 
-@pytest.mark.parametrize("where", ["embedded", "server"])
+@pytest.mark.parametrize("where", ["embedded", "server", "ray"])
 def test_trajectory_rows_score_their_final_turn(tmp_path: Path, shared_data: Path, server: LiveServer,
                                                 where: str) -> None:
+    if where == "ray":
+        pytest.importorskip("ray")
     rows = [{**r, "verifier": "math"} for r in rows_for(shared_data, 6)]
     turns = {"id": "turns", "verifier": "test_turns", "messages": rows[0]["messages"],
              "tools": [{"type": "function", "function": {"name": "calculator"}}]}
@@ -67,7 +69,8 @@ def test_trajectory_rows_score_their_final_turn(tmp_path: Path, shared_data: Pat
     inp = tmp_path / "in.jsonl"
     inp.write_text("".join(json.dumps(r) + "\n" for r in [*rows, turns, plain, *BAD]))
     out = tmp_path / "out.jsonl"
-    args = ["--verifier-field", "verifier"] + (["--url", server.url] if where == "server" else [])
+    args = ["--verifier-field", "verifier", *{"embedded": [], "server": ["--url", server.url],
+                                               "ray": ["--ray", "--ray-actors", "1"]}[where]]
     done = run_score(inp, out, *args)
     assert done.returncode == 0, done.stderr
     got = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
