@@ -78,6 +78,11 @@ class LimitsSettings(Block):
     max_options_chars: int = Field(
         100_000, ge=1, description="Characters in one item's options (as JSON); beyond: 413.")
     max_id_chars: int = Field(1024, ge=1, description="Characters in an item's id or group; beyond: 422.")
+    max_messages: int = Field(512, ge=1, description="Messages in one item's conversation; beyond: 422.")
+    max_messages_chars: int = Field(
+        1_000_000, ge=1, description="Characters in one item's messages (as JSON); beyond: 422.")
+    max_tools_chars: int = Field(
+        200_000, ge=1, description="Characters in one item's tool specs (as JSON); beyond: 422.")
     max_number_digits: int = Field(
         1000, ge=1, description="Digits of an integer in a reference or options; beyond, or not finite: 422.")
     retry_after_s: int = Field(1, ge=1, description="Retry-After sent with 429/503.")

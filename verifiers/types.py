@@ -39,6 +39,9 @@ class Verdict:
     reason: str = ""
     details: dict[str, Any] = field(default_factory=dict)
     elapsed_ms: float = 0.0
+    # One score per assistant turn of a trajectory (``verifiers.conversation.assistant_turns``), for trainers that
+    # assign credit per turn; set only by verifiers that define per-turn scores.
+    turn_scores: list[float] | None = None
 
     def __post_init__(self) -> None:
         self.status = Status(self.status)
@@ -81,13 +84,16 @@ class Verdict:
         return cls(Status.UNAVAILABLE, None, reason, details)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "score": self.score,
             "status": self.status.value,
             "reason": self.reason,
             "details": self.details,
             "elapsed_ms": self.elapsed_ms,
         }
+        if self.turn_scores is not None:
+            out["turn_scores"] = self.turn_scores
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Verdict:
@@ -97,12 +103,21 @@ class Verdict:
             data.get("reason", ""),
             dict(data.get("details") or {}),
             float(data.get("elapsed_ms") or 0.0),
+            _turn_scores(data.get("turn_scores")),
         )
+
+
+def _turn_scores(value: Any) -> list[float] | None:
+    return None if value is None else [float(v) for v in value]
 
 
 @dataclass
 class VerifyItem:
-    """One thing to check, as it travels inside the library (the HTTP schema mirrors it)."""
+    """One thing to check, as it travels inside the library (the HTTP schema mirrors it).
+
+    A trajectory item carries ``messages`` (OpenAI chat messages) and may carry ``tools`` (the tool specs the model
+    was given); its ``response`` is then the text of the final assistant turn (``verifiers.conversation.final_text``).
+    """
 
     verifier: str
     response: str
@@ -110,6 +125,8 @@ class VerifyItem:
     options: dict[str, Any] = field(default_factory=dict)
     id: str | None = None
     group: str | None = None
+    messages: list[dict[str, Any]] | None = None
+    tools: list[dict[str, Any]] | None = None
 
 
 class VerifierError(Exception):

@@ -8,12 +8,17 @@ from typing import Any, Union, cast
 
 @dataclass
 class VerifyItem:
+    """Give ``response`` (the model output) or ``messages`` (a trajectory: OpenAI chat messages, with ``tools`` the
+    specs the model was given); text verifiers score a trajectory's final assistant turn."""
+
     verifier: str
-    response: str
+    response: str | None = None
     reference: Any = None
     options: dict[str, Any] = field(default_factory=dict)
     id: str | None = None
     group: str | None = None
+    messages: list[dict[str, Any]] | None = None
+    tools: list[dict[str, Any]] | None = None
 
 
 @dataclass

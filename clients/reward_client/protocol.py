@@ -139,8 +139,23 @@ def _message(response: httpx.Response) -> tuple[str, list[Any] | None]:
         return (response.text[:500] or response.reason_phrase), None
     if isinstance(body, dict):
         detail = body.get("detail", body)
-        return (detail if isinstance(detail, str) else str(detail)[:500]), body.get("loc")
+        return (detail if isinstance(detail, str) else str(detail)[:500]), body.get("loc") or _schema_loc(body)
     return str(body)[:500], None
+
+
+def _schema_loc(body: dict[str, Any]) -> list[Any] | None:
+    """Where the request schema refused the body (FastAPI's ``errors``, located from "body"), when every error is
+    about one item: ``["items", 3, ...]``, so that item can be told apart from the rest of the batch."""
+    errors = body.get("errors")
+    if not isinstance(errors, list) or not errors:
+        return None
+    locs: list[list[Any]] = []
+    for error in errors:
+        loc = error.get("loc") if isinstance(error, dict) else None
+        if not (isinstance(loc, list) and loc[:2] == ["body", "items"] and len(loc) > 2 and isinstance(loc[2], int)):
+            return None
+        locs.append(loc)
+    return locs[0][1:] if len({loc[2] for loc in locs}) == 1 else None
 
 
 class Contact:

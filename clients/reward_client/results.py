@@ -34,6 +34,7 @@ class VerifyResult:
     id: str | None = None
     verifier: str = ""
     elapsed_ms: float = 0.0
+    turn_scores: list[float] | None = None  # one per assistant turn, from verifiers that define per-turn scores
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

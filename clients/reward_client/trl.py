@@ -7,6 +7,10 @@ TRL calls ``reward_fn(prompts=..., completions=..., completion_ids=..., **column
 arrives as a list aligned with ``completions``, plus ``log_metric`` and ``log_extra``: each function logs its null
 count, status shares and (for the ``spec`` verifier) per-component rewards through them.
 
+A conversational completion (a list of messages: assistant turns, their tool calls, the tool results TRL's tool
+loop appended) goes to the server as a trajectory (``messages``, after the prompt's messages): text verifiers score
+its final assistant turn, judges read the whole conversation.
+
 A null verdict (timeout, backend down, unusable reference) is returned as ``None`` (or ``on_null`` when given).
 TRL 1.16 sums the functions' weighted rewards with ``nansum``: a None counts as 0 when another function scored the
 sample, and only a sample where every function returned None is left out (advantage 0). To make one component's
@@ -16,8 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import math
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Union
 
 import httpx
@@ -25,6 +30,7 @@ import httpx
 from reward_client.client import AsyncRewardClient, RewardClient
 from reward_client.coalesce import shared_coalescer
 from reward_client.items import VerifyItem, set_options
+from reward_client.messages import is_conversation, openai_messages
 from reward_client.protocol import ClientConfig, join_urls
 from reward_client.results import VerifyResult
 from reward_client.retry import RetryPolicy, trainer_policy
@@ -51,6 +57,31 @@ def completion_text(completion: Any) -> str:
     return "".join(_content_text(m.get("content")) for m in assistant)
 
 
+def trajectory(prompt: Any, completion: Any) -> list[dict[str, Any]]:
+    """A conversational completion (assistant turns, their tool calls, the tool results TRL appended) after its
+    prompt's messages, in the service's message shape: text verifiers score its final assistant turn, judges read
+    it whole."""
+    if isinstance(completion, Mapping):
+        completion = [completion]
+    if not is_conversation(completion):
+        raise TypeError(f"a completion must be a string or a list of chat messages, not {type(completion).__name__}")
+    if is_conversation(prompt):
+        head = list(prompt)
+    elif isinstance(prompt, str) and prompt:
+        head = [{"role": "user", "content": prompt}]
+    else:
+        head = []
+    return openai_messages([*head, *completion])
+
+
+def _tool_specs(value: Any) -> list[dict[str, Any]] | None:
+    """A row's tool specs: a list of OpenAI specs, or its JSON text (a dataset column of nested dicts is often stored
+    as a string)."""
+    if isinstance(value, str):
+        value = json.loads(value)
+    return list(value) if value else None
+
+
 def _content_text(content: Any) -> str:
     if content is None:
         return ""
@@ -71,7 +102,7 @@ class _ItemBuilder:
     """Turns one TRL call into verify items according to the column mapping."""
 
     def __init__(self, verifier: str | None, verifier_column: str | None, reference: str | None,
-                 options: dict[str, Any] | None, options_column: str | None) -> None:
+                 options: dict[str, Any] | None, options_column: str | None, tools_column: str | None = None) -> None:
         if (verifier is None) == (verifier_column is None):
             raise ValueError("give exactly one of verifier (a name) or verifier_column (a dataset column)")
         self.verifier = verifier
@@ -79,6 +110,7 @@ class _ItemBuilder:
         self.reference = reference
         self.options = options or {}
         self.options_column = options_column
+        self.tools_column = tools_column
 
     @staticmethod
     def _column(kwargs: dict[str, Any], name: str, n: int) -> Sequence[Any]:
@@ -96,14 +128,20 @@ class _ItemBuilder:
         refs = self._column(kwargs, self.reference, n) if self.reference else [None] * n
         names = self._column(kwargs, self.verifier_column, n) if self.verifier_column else [self.verifier] * n
         opts = self._column(kwargs, self.options_column, n) if self.options_column else [None] * n
+        tools = self._column(kwargs, self.tools_column, n) if self.tools_column else [None] * n
         groups = [_group_of(p) for p in prompts] if prompts is not None and len(prompts) == n else [None] * n
-        return [
-            VerifyItem(
-                verifier=str(names[i]), response=completion_text(completions[i]), reference=refs[i],
-                options=set_options(self.options, opts[i]), id=str(i), group=groups[i],
-            )
-            for i in range(n)
-        ]
+        items = []
+        for i in range(n):
+            item = VerifyItem(verifier=str(names[i]), reference=refs[i], options=set_options(self.options, opts[i]),
+                              id=str(i), group=groups[i])
+            if isinstance(completions[i], str):
+                item.response = completions[i]
+            else:
+                item.messages = trajectory(prompts[i] if prompts is not None and len(prompts) == n else None,
+                                           completions[i])
+                item.tools = _tool_specs(tools[i])
+            items.append(item)
+        return items
 
 
 class _Logger:
@@ -158,6 +196,7 @@ def make_reward_func(
     verifier_column: str | None = None,
     options: dict[str, Any] | None = None,
     options_column: str | None = None,
+    tools_column: str | None = None,
     client: RewardClient | None = None,
     url: str | Sequence[str] | None = None,
     token: str | None = None,
@@ -169,14 +208,10 @@ def make_reward_func(
     """A synchronous GRPOTrainer reward function scoring completions with one verifier (or one per row).
 
     ``reference`` names the dataset column holding the gold answer (None: no reference); ``verifier_column`` and
-    ``options_column`` let each row pick its verifier and options (None values in them mean "not set").
-    ``url`` is one base URL, or several (a list or a comma-separated string; default ``REWARD_CLIENT_URL``), whose
-    instances share the work (``reward_client.instances``). ``retry`` bounds how long an outage is ridden out
-    (default: ``trainer_policy()``, minutes, a service not yet reached included); past it the function raises, so a
-    dead service stops training instead of silently rewarding nothing. ``on_null`` replaces a null verdict
-    (default: None, see the module docstring for what TRL makes of it).
+    tools_column: str | None = None,
+    url: str | Sequence[str] | None = None,
     """
-    builder = _ItemBuilder(verifier, verifier_column, reference, options, options_column)
+    builder = _ItemBuilder(verifier, verifier_column, reference, options, options_column, tools_column)
     own = client or RewardClient(url, token=token, retry=retry or trainer_policy(), timeout=timeout)
     func_name = name or f"{verifier or verifier_column}_reward"
     log = _Logger(func_name)
@@ -202,6 +237,7 @@ def make_async_reward_func(
     verifier_column: str | None = None,
     options: dict[str, Any] | None = None,
     options_column: str | None = None,
+    tools_column: str | None = None,
     url: str | Sequence[str] | None = None,
     token: str | None = None,
     name: str | None = None,
@@ -216,7 +252,7 @@ def make_async_reward_func(
     functions TRL gathers in one step travel in one request. With ``client_factory``, one client per event loop is
     made from it instead (an httpx async client belongs to the loop it was first used on).
     """
-    builder = _ItemBuilder(verifier, verifier_column, reference, options, options_column)
+    builder = _ItemBuilder(verifier, verifier_column, reference, options, options_column, tools_column)
     config = ClientConfig(join_urls(url), token, timeout, retry or trainer_policy())
     clients: dict[int, AsyncRewardClient] = {}
     func_name = name or f"{verifier or verifier_column}_reward"

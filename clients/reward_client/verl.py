@@ -17,6 +17,9 @@ to a verifier chosen by its ``data_source`` (see ``DEFAULT_ROUTES``; extend with
 ``REWARD_CLIENT_VERL_ROUTES='{"my_set": "ifeval"}'``, set a catch-all with ``REWARD_CLIENT_VERL_DEFAULT``), or by
 ``extra_info["verifier"]`` when the row names one.
 
+An agent-loop sample goes as a trajectory (``messages``): the prompt's messages from ``raw_prompt``, then the
+conversation the loop stored in its ``extra_fields["messages"]`` or else the decoded response (see ``trajectory``).
+
 verl needs a float reward, so a null verdict (timeout, backend down, unusable reference) is reported as
 ``REWARD_CLIENT_NULL_SCORE`` (default 0.0) with ``scored = False`` and its ``status`` beside it, so the rate of
 infrastructure trouble shows up in verl's ``reward_extra_info`` instead of hiding inside the mean reward.
@@ -30,6 +33,7 @@ from typing import Any
 
 from reward_client.coalesce import Coalescer, shared_coalescer
 from reward_client.items import VerifyItem, set_options
+from reward_client.messages import is_conversation, openai_messages
 from reward_client.protocol import ClientConfig, join_urls
 from reward_client.results import VerifyResult
 from reward_client.retry import trainer_policy
@@ -85,10 +89,37 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def trajectory(solution_str: str, extra_info: Mapping[str, Any] | None) -> list[dict[str, Any]] | None:
+    """The conversation of an agent-loop sample, or None for a plain one.
+
+    verl 0.9's agent loops put their ``extra_fields`` into ``extra_info`` (``tool_extra_fields``): ``raw_prompt``
+    always (the prompt's messages), and whatever the loop stored there, such as ``messages`` (the ToolAgentLoop's
+    conversation: assistant turns with their tool calls, tool results). With ``messages`` the trajectory is that
+    conversation (after the prompt when it holds none); with only ``raw_prompt`` it is the prompt then the decoded
+    response as one assistant turn, so a judge still reads the question.
+    """
+    if not extra_info:
+        return None
+    messages, prompt = _jsonable(extra_info.get("messages")), _jsonable(extra_info.get("raw_prompt"))
+    if is_conversation(messages):
+        asked = any(m.get("role") in ("system", "user") for m in messages)
+        head = list(prompt) if is_conversation(prompt) and not asked else []
+        return openai_messages([*head, *messages])
+    if is_conversation(prompt):
+        return openai_messages([*prompt, {"role": "assistant", "content": solution_str}])
+    return None
+
+
 def _item(data_source: str, solution_str: str, ground_truth: Any, extra_info: Mapping[str, Any] | None) -> VerifyItem:
     info = extra_info if isinstance(extra_info, Mapping) else None
     options = set_options(info.get("verifier_options")) if info else {}
-    return VerifyItem(route(data_source, info), solution_str, _jsonable(ground_truth), _jsonable(options))
+    item = VerifyItem(route(data_source, info), solution_str, _jsonable(ground_truth), _jsonable(options))
+    messages = trajectory(solution_str, info)
+    if messages is not None:
+        item.response, item.messages = None, messages
+        tools = _jsonable(info.get("tools")) if info else None
+        item.tools = tools if isinstance(tools, list) else None
+    return item
 
 
 def to_verl(result: VerifyResult) -> dict[str, Any]:

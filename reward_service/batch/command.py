@@ -258,7 +258,7 @@ async def _embedded(job: Job, config: str | None, workers: int | None, run: Call
         if job.spec.verifier is not None and job.spec.verifier not in runtime.registry:
             raise typer.BadParameter(f"unknown verifier {job.spec.verifier!r}; known: "
                                      f"{', '.join(runtime.registry.names())}", param_hint="--verifier")
-        await run(EmbeddedScorer(runtime.engine))
+        await run(EmbeddedScorer(runtime.engine, settings.limits))
 
 
 async def _remote(job: Job, url: str, token: str | None, run: Callable[..., Awaitable[None]]) -> None:
@@ -313,6 +313,10 @@ def score(
     verifier: str | None = typer.Option(None, "--verifier", "-v", help="Verifier for every row."),
     verifier_field: str | None = typer.Option(None, help="Field naming each row's verifier (instead of --verifier)."),
     response_field: str = typer.Option("response", help="Field holding the model output."),
+    messages_field: str = typer.Option(
+        "messages", help="Field holding a trajectory (OpenAI chat messages), for rows without a response; "
+        "'' scores responses only."),
+    tools_field: str = typer.Option("tools", help="Field holding the tool specs of a trajectory row."),
     reference_field: str = typer.Option("reference", help="Field holding the reference (absent: null reference)."),
     id_field: str = typer.Option("id", help="Unique row id, used to resume; rows without one get their position."),
     group_field: str | None = typer.Option(
@@ -342,7 +346,7 @@ def score(
     """
     try:
         spec = RowSpec(response_field, reference_field, id_field, verifier, verifier_field, json.loads(options),
-                       group_field)
+                       group_field, messages_field or None, tools_field)
         for path in (input, out):
             file_format(path)
     except (ValueError, json.JSONDecodeError) as exc:
@@ -354,7 +358,9 @@ def score(
     if not allow_missing_fields:
         # The response field is needed by every row; the others only when given: a row without a reference is
         # scored with a null one, and rows without an id get their position.
-        named = {"--response-field": response_field, "--verifier-field": verifier_field,
+        # Rows holding trajectories need no response.
+        trajectories = bool(messages_field) and missing_fields(input, {"--messages-field": messages_field}) is None
+        named = {"--response-field": None if trajectories else response_field, "--verifier-field": verifier_field,
                  "--group-field": group_field}
         for option, param in (("--reference-field", "reference_field"), ("--id-field", "id_field")):
             source = ctx.get_parameter_source(param)

@@ -109,7 +109,8 @@ def parquet_schema(input_path: Path) -> Any:
     import pyarrow.parquet as pq
 
     base = pq.read_schema(input_path)
-    result_types = {"score": pa.float64(), "status": pa.string(), "reason": pa.string(), "details": pa.string()}
+    result_types = {"score": pa.float64(), "status": pa.string(), "reason": pa.string(), "details": pa.string(),
+                    "turn_scores": pa.list_(pa.float64())}
     fields = [f for f in base if f.name not in RESULT_FIELDS]
     return pa.schema([*fields, *(pa.field(name, result_types[name]) for name in RESULT_FIELDS)])
 

@@ -47,9 +47,10 @@ class ChunkScorer:
         self.spec = RowSpec(**spec)
         self.loop = asyncio.new_event_loop()
         threading.Thread(target=self.loop.run_forever, daemon=True, name="runtime-loop").start()
-        self._runtime_cm = Runtime.open(load_settings(config, workers=workers))
+        settings = load_settings(config, workers=workers)
+        self._runtime_cm = Runtime.open(settings)
         runtime = self._call(self._runtime_cm.__aenter__())
-        self.scorer = EmbeddedScorer(runtime.engine)
+        self.scorer = EmbeddedScorer(runtime.engine, settings.limits)
 
     def _call(self, coro: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()

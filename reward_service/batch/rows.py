@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 # The columns a scored row gains. An input column of the same name is overwritten.
-RESULT_FIELDS = ("score", "status", "reason", "details")
+RESULT_FIELDS = ("score", "status", "reason", "details", "turn_scores")
 
-Item = dict[str, Any]  # verifier, response, reference, options, id: the /v1/verify item shape
+Item = dict[str, Any]  # verifier, response or messages (+ tools), reference, options, id: the /v1/verify item shape
 Result = dict[str, Any]  # score, status, reason, details: the verdict shape
 VerifyBatch = Callable[[list[Item]], list[Result]]
 AsyncVerifyBatch = Callable[[list[Item]], Awaitable[list[Result]]]
@@ -30,6 +30,10 @@ class RowSpec:
     verifier_field: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
     group_field: str | None = None  # rows sharing this value form one group (``consensus`` votes within it)
+    # A row without a response that holds a trajectory here (OpenAI chat messages) is scored as one, with the tool
+    # specs of ``tools_field`` when present; None: only responses.
+    messages_field: str | None = "messages"
+    tools_field: str = "tools"
 
     def __post_init__(self) -> None:
         if (self.verifier is None) == (self.verifier_field is None):
@@ -71,14 +75,25 @@ def to_item(row: dict[str, Any], spec: RowSpec) -> Item | str:
     if isinstance(row, UnreadableRow):
         return row.problem
     response = row.get(spec.response_field)
-    if not isinstance(response, str):
+    messages = row.get(spec.messages_field) if spec.messages_field else None
+    if response is not None and messages is not None:
+        return (f"the row has both a response ({spec.response_field!r}) and messages ({spec.messages_field!r}); "
+                "give one")
+    if messages is None and not isinstance(response, str):
         what = "missing" if response is None else f"a {type(response).__name__}, not a string"
-        return f"field {spec.response_field!r} is {what}"
+        also = f" (and there is no {spec.messages_field!r})" if spec.messages_field else ""
+        return f"field {spec.response_field!r} is {what}{also}"
     verifier = spec.verifier if spec.verifier is not None else row.get(spec.verifier_field or "")
     if not isinstance(verifier, str) or not verifier:
         return f"field {spec.verifier_field!r} does not name a verifier"
-    item = {"verifier": verifier, "response": response, "reference": row.get(spec.reference_field),
+    item = {"verifier": verifier, "reference": row.get(spec.reference_field),
             "options": spec.options, "id": str(row.get(spec.id_field))}
+    if messages is None:
+        item["response"] = response
+    else:
+        item["messages"] = messages
+        if row.get(spec.tools_field) is not None:
+            item["tools"] = row[spec.tools_field]
     if spec.group_field is not None and row.get(spec.group_field) is not None:
         item["group"] = str(row[spec.group_field])
     return item

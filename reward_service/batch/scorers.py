@@ -10,22 +10,41 @@ from typing import Any
 from pydantic import ValidationError
 
 from reward_service.batch.rows import Item, Result, complete, error_result
+from reward_service.errors import ApiError
+from reward_service.schemas.item_limits import check_conversation
+from reward_service.schemas.verify import VerifyItemIn
+from reward_service.settings import LimitsSettings
 from verifiers.engine import Engine
 from verifiers.engine.registry import UnknownVerifier
 from verifiers.types import VerifyItem
 
 
 class EmbeddedScorer:
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, limits: LimitsSettings | None = None) -> None:
         self.engine = engine
+        self.limits = limits or LimitsSettings()
+
+    def library_item(self, item: Item) -> VerifyItem:
+        """A trajectory meets the server's rules (``ApiError`` naming what is wrong); a plain item goes as is."""
+        if "messages" not in item:
+            return VerifyItem(**item)
+        try:
+            checked = VerifyItemIn.model_validate(item)
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:5])
+            raise ApiError(422, f"trajectory invalid: {problems}") from None
+        check_conversation(self.limits, 0, checked.message_dicts() or [], checked.tools)
+        return checked.to_verify_item()
 
     async def __call__(self, items: list[Item]) -> list[Result]:
         results: list[Result | None] = [None] * len(items)
         positions, prepared = [], []
         for i, item in enumerate(items):
             try:
-                prepared.append(self.engine.prepare(VerifyItem(**item)))
+                prepared.append(self.engine.prepare(self.library_item(item)))
                 positions.append(i)
+            except ApiError as exc:
+                results[i] = error_result(exc.message.removeprefix("items[0]").lstrip(".: "))
             except UnknownVerifier as exc:
                 results[i] = error_result(str(exc))
             except ValidationError as exc:
@@ -58,6 +77,7 @@ class RemoteScorer:
                 results[live.pop(bad)] = error_result(exc.message)
                 continue
             for i, v in zip(live, verdicts):
-                results[i] = {"score": v.score, "status": v.status, "reason": v.reason, "details": v.details}
+                results[i] = {"score": v.score, "status": v.status, "reason": v.reason, "details": v.details,
+                              "turn_scores": v.turn_scores}
             break
         return complete(results, "items")

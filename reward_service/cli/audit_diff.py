@@ -25,6 +25,7 @@ from reward_service.batch.rows import RESULT_FIELDS, AsyncVerifyBatch, RowSpec, 
 from reward_service.settings import Settings, load_settings
 from verifiers.audit.diff import DiffTally, dump
 from verifiers.audit.diff_report import render_diff_html
+from verifiers.conversation import final_text
 
 Chunk = list[tuple[int, dict[str, Any]]]
 
@@ -120,7 +121,8 @@ async def run_diff(job: DiffJob, verify: AsyncVerifyBatch, tally: DiffTally,
             if isinstance(item, str):
                 tally.skip(index, row_id, item)
                 continue
-            record = tally.add(index, row_id, item["response"], item["reference"],
+            response = item["response"] if "response" in item else final_text(item["messages"])
+            record = tally.add(index, row_id, response, item["reference"],
                                {k: a.get(k) for k in RESULT_FIELDS}, {k: b.get(k) for k in RESULT_FIELDS},
                                job.tail_chars)
             if record is not None:
@@ -176,7 +178,8 @@ def run(job: DiffJob, config: str | None, workers: int | None) -> None:
 
     async def main() -> list[dict[str, Any]]:
         async with Runtime.open(settings) as runtime:
-            return await run_diff(job, EmbeddedScorer(runtime.engine), tally, lambda n: progress.advance(task, n))
+            scorer = EmbeddedScorer(runtime.engine, settings.limits)
+            return await run_diff(job, scorer, tally, lambda n: progress.advance(task, n))
 
     with progress:
         cards = asyncio.run(main())

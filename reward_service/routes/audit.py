@@ -9,10 +9,13 @@ from typing import Any, Literal
 
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from reward_service.deps import AdmissionDep, SettingsDep
 from reward_service.errors import ApiError
+from reward_service.schemas.item_limits import check_conversation
+from reward_service.schemas.verify import Message
+from reward_service.settings import LimitsSettings
 from verifiers.audit import AuditInputError, labelled_audit, probe_audit
 from verifiers.audit.attacks import default_families
 from verifiers.audit.probes import generate, parse_references
@@ -38,6 +41,28 @@ class AuditRequest(BaseModel):
     format: Literal["json", "html"] = "json"
 
 
+_MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+_TOOLS: TypeAdapter[list[dict[str, Any]]] = TypeAdapter(list[dict[str, Any]])
+
+
+def check_trajectories(limits: LimitsSettings, rows: list[dict[str, Any]]) -> None:
+    """Labelled rows carrying ``messages`` meet the rules and limits of a verify item's (422 naming the row)."""
+    for i, row in enumerate(rows):
+        if row.get("messages") is None:
+            continue
+        for name, adapter in (("messages", _MESSAGES), ("tools", _TOOLS)):
+            try:
+                if row.get(name) is not None:
+                    adapter.validate_python(row[name])
+            except ValidationError as exc:
+                e = exc.errors()[0]
+                at = ".".join(map(str, (name, *e["loc"])))
+                raise ApiError(422, f"items[{i}].{at}: {e['msg']}", loc=["items", i, name, *e["loc"]]) from None
+        messages = [{"content": None, **m.model_dump(exclude_none=True)} for m in _MESSAGES.validate_python(
+            row["messages"])]
+        check_conversation(limits, i, messages, row.get("tools"))
+
+
 @router.post("/v1/audit", response_model=None)
 async def audit(body: AuditRequest, settings: SettingsDep, gate: AdmissionDep) -> JSONResponse | HTMLResponse:
     engine = gate.ready().engine
@@ -48,6 +73,7 @@ async def audit(body: AuditRequest, settings: SettingsDep, gate: AdmissionDep) -
             n = len(generate(parse_references(body.items), families, per_family=body.per_family, seed=body.seed))
         else:
             n = len(body.items)
+            check_trajectories(settings.limits, body.items)
         if n == 0:
             raise AuditInputError("the audit holds no rows")
         if n > limit:

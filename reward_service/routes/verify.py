@@ -11,12 +11,12 @@ from pydantic import ValidationError
 from reward_service.admission import AdmissionGate
 from reward_service.deps import AdmissionDep, SettingsDep
 from reward_service.errors import ApiError
-from reward_service.schemas.item_limits import json_chars, number_problem, surrogate_path
+from reward_service.schemas.item_limits import check_conversation, json_chars, number_problem, surrogate_path
 from reward_service.schemas.verify import VerifyItemIn, VerifyRequest, VerifyResponse, VerifyResult
 from reward_service.settings import LimitsSettings
 from verifiers.engine import Engine, Prepared
 from verifiers.engine.registry import UnknownVerifier
-from verifiers.types import Verdict, VerifyItem
+from verifiers.types import Verdict
 
 router = APIRouter(tags=["verify"])
 
@@ -74,7 +74,7 @@ def check_limits(limits: LimitsSettings, body: VerifyRequest) -> None:
         raise ApiError(413, f"batch of {n} items exceeds the limit of {limits.max_batch_items}; split it",
                        loc=["items"])
     for i, item in enumerate(body.items):
-        for name, value in (("reference", item.reference), ("options", item.options)):
+        for name, value in (("reference", item.reference), ("options", item.options), ("tools", item.tools)):
             depth = nesting_depth(value)
             if depth > MAX_NESTING:
                 raise ApiError(422, f"items[{i}].{name} is nested {depth} levels deep, over the limit of "
@@ -84,7 +84,7 @@ def check_limits(limits: LimitsSettings, body: VerifyRequest) -> None:
         if bad is not None:
             raise ApiError(422, f"items[{i}].{'.'.join(map(str, bad))} holds a lone UTF-16 surrogate, which is not "
                                 "valid Unicode text; encode the text as UTF-8", loc=["items", i, *bad])
-        if len(item.response) > limits.max_response_chars:
+        if item.response is not None and len(item.response) > limits.max_response_chars:
             raise ApiError(
                 413, f"items[{i}].response has {len(item.response)} characters, over the limit of "
                 f"{limits.max_response_chars}", loc=["items", i, "response"],
@@ -97,6 +97,9 @@ def check_limits(limits: LimitsSettings, body: VerifyRequest) -> None:
                     loc=["items", i, "reference"],
                 )
         check_item_values(limits, i, item)
+        messages = item.message_dicts()
+        if messages is not None:
+            check_conversation(limits, i, messages, item.tools)
 
 
 def check_item_values(limits: LimitsSettings, i: int, item: VerifyItemIn) -> None:
@@ -109,7 +112,7 @@ def check_item_values(limits: LimitsSettings, i: int, item: VerifyItemIn) -> Non
     if item.options and (size := json_chars(item.options)) > limits.max_options_chars:
         raise ApiError(413, f"items[{i}].options is {size} characters, over the limit of {limits.max_options_chars}",
                        loc=["items", i, "options"])
-    for name, value in (("reference", item.reference), ("options", item.options)):
+    for name, value in (("reference", item.reference), ("options", item.options), ("tools", item.tools)):
         problem = number_problem(value, limits.max_number_digits)
         if problem is not None:
             at, what = problem
@@ -120,10 +123,7 @@ def prepare_items(engine: Engine, body: VerifyRequest) -> list[Prepared]:
     """Each item resolved to its verifier with validated options (422 for an unknown verifier or bad options)."""
     prepared = []
     for i, item in enumerate(body.items):
-        vi = VerifyItem(
-            verifier=item.verifier, response=item.response, reference=item.reference,
-            options=item.options, id=item.id, group=item.group,
-        )
+        vi = item.to_verify_item()
         try:
             prepared.append(engine.prepare(vi))
         except UnknownVerifier as exc:
@@ -141,6 +141,7 @@ def to_result(p: Prepared, verdict: Verdict) -> VerifyResult:
     return VerifyResult(
         id=p.item.id, verifier=p.item.verifier, score=verdict.score, status=verdict.status.value,
         reason=verdict.reason, details=verdict.details, elapsed_ms=round(verdict.elapsed_ms, 3),
+        turn_scores=verdict.turn_scores,
     )
 
 

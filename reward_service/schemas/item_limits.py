@@ -12,6 +12,7 @@ from typing import Any
 from fastapi import Request
 
 from reward_service.errors import ApiError
+from reward_service.settings import LimitsSettings
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -83,3 +84,28 @@ def _digits(n: int) -> int:
 def json_chars(value: Any) -> int:
     """Characters of a value as the JSON a client sent (strings count as their length)."""
     return len(value) if isinstance(value, str) else len(json.dumps(value))
+
+
+def check_conversation(limits: LimitsSettings, i: int, messages: list[dict[str, Any]],
+                       tools: list[dict[str, Any]] | None) -> None:
+    """A trajectory's size within the limits, each tool result answering an earlier call, and an assistant turn to
+    score (422 naming the item and field). The message shapes are the schema's (``reward_service.schemas.verify``)."""
+    where = ["items", i, "messages"]
+    if len(messages) > limits.max_messages:
+        raise ApiError(422, f"items[{i}].messages has {len(messages)} messages, over the limit of "
+                            f"{limits.max_messages}", loc=where)
+    if (size := json_chars(messages)) > limits.max_messages_chars:
+        raise ApiError(422, f"items[{i}].messages is {size} characters, over the limit of "
+                            f"{limits.max_messages_chars}", loc=where)
+    if tools is not None and (size := json_chars(tools)) > limits.max_tools_chars:
+        raise ApiError(422, f"items[{i}].tools is {size} characters, over the limit of {limits.max_tools_chars}",
+                       loc=["items", i, "tools"])
+    calls: set[str] = set()
+    for j, message in enumerate(messages):
+        if message["role"] == "assistant":
+            calls.update(call["id"] for call in message.get("tool_calls") or ())
+        elif message["role"] == "tool" and message["tool_call_id"] not in calls:
+            raise ApiError(422, f"items[{i}].messages[{j}].tool_call_id {message['tool_call_id'][:100]!r} answers "
+                                "no earlier assistant tool call", loc=[*where, j, "tool_call_id"])
+    if not any(m["role"] == "assistant" for m in messages):
+        raise ApiError(422, f"items[{i}].messages holds no assistant turn: nothing to score", loc=where)

@@ -1,9 +1,86 @@
 """Wire models of the HTTP API. The verdict fields mirror ``verifiers.types.Verdict``."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+
+from verifiers.conversation import final_text
+from verifiers.types import VerifyItem
+
+
+class TextPart(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["text"] = Field(description="Only text parts: a trajectory is scored on its text and tool calls.")
+    text: str
+
+
+Content = str | list[TextPart]
+
+
+class FunctionCall(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(..., max_length=1000)
+    arguments: str = Field(..., description="The arguments as the JSON text the model wrote (not checked here: "
+                                            "malformed arguments are the model's mistake, for a verifier to score).")
+
+
+class ToolCall(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(..., min_length=1, max_length=1000, description="Named by the tool result answering it.")
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(None, max_length=1000, description="OpenAI's optional participant name.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_means_absent(cls, data: Any) -> Any:
+        # SDK dumps and columnar files (parquet, datasets) write every key any message has, null where it has none:
+        # a null field is an absent one (an assistant turn's null content stays null, its default).
+        return {k: v for k, v in data.items() if v is not None} if isinstance(data, dict) else data
+
+
+class SystemMessage(_Message):
+    role: Literal["system"]
+    content: Content
+
+
+class UserMessage(_Message):
+    role: Literal["user"]
+    content: Content
+
+
+class AssistantMessage(_Message):
+    role: Literal["assistant"]
+    content: Content | None = Field(None, description="Null only for a turn made of tool calls.")
+    tool_calls: list[ToolCall] | None = None
+    refusal: str | None = None
+    reasoning_content: str | None = Field(
+        None, description="Reasoning text some servers return beside the content; never scored.")
+
+    @model_validator(mode="after")
+    def _says_something(self) -> AssistantMessage:
+        if self.content is None and not self.tool_calls:
+            raise ValueError("an assistant message needs content or tool_calls")
+        return self
+
+
+class ToolMessage(_Message):
+    role: Literal["tool"]
+    content: Content
+    tool_call_id: str = Field(..., min_length=1, max_length=1000,
+                              description="The id of the earlier assistant tool call this result answers.")
+
+
+Message = Annotated[SystemMessage | UserMessage | AssistantMessage | ToolMessage, Field(discriminator="role")]
 
 
 class VerifyItemIn(BaseModel):
@@ -12,10 +89,42 @@ class VerifyItemIn(BaseModel):
     id: str | None = Field(None, description="Echoed back in the result.")
     verifier: str = Field(
         ..., min_length=1, max_length=200, description="A registered verifier name (GET /v1/verifiers).")
-    response: str = Field(..., description="The model output to check.")
+    response: str | None = Field(
+        None, description="The model output to check; give this or `messages`, not both.")
+    messages: list[Message] | None = Field(
+        None, min_length=1, description="A trajectory as OpenAI chat messages (system/user/assistant/tool), instead "
+        "of `response`: text verifiers score the final assistant turn, judges see the whole conversation.")
+    tools: list[dict[str, Any]] | None = Field(
+        None, description="The OpenAI tool specs the model was given (with `messages`).")
     reference: Any = Field(None, description="Gold answer, tests, rubric...: its shape depends on the verifier.")
     options: dict[str, Any] = Field(default_factory=dict, description="Verifier options (see its options_schema).")
     group: str | None = Field(None, description="Items sharing a group id form one GRPO group.")
+    _dicts: list[dict[str, Any]] | None = PrivateAttr(None)
+
+    @model_validator(mode="after")
+    def _one_output(self) -> VerifyItemIn:
+        if (self.response is None) == (self.messages is None):
+            raise ValueError("give exactly one of response (a string) or messages (a conversation)")
+        if self.tools is not None and self.messages is None:
+            raise ValueError("tools come with messages, not with a plain response")
+        return self
+
+    def message_dicts(self) -> list[dict[str, Any]] | None:
+        """The messages as plain dicts for the verifiers (fields left unset are left out), made once: the limits
+        and the library item read the same list."""
+        if self.messages is None:
+            return None
+        if self._dicts is None:
+            # An assistant turn of tool calls keeps its null content, as OpenAI writes it.
+            self._dicts = [{"content": None, **m.model_dump(exclude_none=True)} for m in self.messages]
+        return self._dicts
+
+    def to_verify_item(self) -> VerifyItem:
+        """The library's item: a trajectory's response is the text of its final assistant turn."""
+        messages = self.message_dicts()
+        response = self.response if messages is None else final_text(messages)
+        return VerifyItem(verifier=self.verifier, response=response or "", reference=self.reference,
+                          options=self.options, id=self.id, group=self.group, messages=messages, tools=self.tools)
 
 
 class VerifyRequest(BaseModel):
@@ -32,6 +141,8 @@ class VerifyResult(BaseModel):
     reason: str
     details: dict[str, Any]
     elapsed_ms: float
+    turn_scores: list[float] | None = Field(
+        None, description="One score per assistant turn, from verifiers that define per-turn scores.")
 
 
 class GroupStats(BaseModel):

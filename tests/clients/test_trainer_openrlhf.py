@@ -93,3 +93,52 @@ def test_file_reward_func_rides_out_a_restart_where_the_http_client_gives_none(o
     assert [o["reward"] for o in file_outs] == [[1.0] if i % 2 else [0.0] for i in range(24)]
     assert all(o["extra_logs"]["status_ok"] == [1.0] for o in file_outs)
     assert requests_to(outage_server.url, "/openrlhf/reward") < 24  # per-sample calls shared requests
+
+
+class ScriptedEngine:
+    """Stands in for vLLM over several turns: 'generates' the next scripted action each call."""
+
+    def __init__(self, tokenizer, actions: list[str]) -> None:
+        self.engines = [FixedEngine(tokenizer, a) for a in actions]
+
+    async def generate(self, prompt_token_ids, sampling_params, multi_modal_data=None):
+        return await self.engines.pop(0).generate(prompt_token_ids, sampling_params, multi_modal_data)
+
+
+class CalculatorAgent(shipped.TrajectoryReward, agent.AgentInstanceBase):
+    """An agent file's AgentInstance: actions calling the calculator get its result back as a tool turn."""
+
+    verifier = "math"
+
+    def assistant_message(self, action_text: str) -> dict:
+        if "CALL " in action_text:  # "text CALL expr": the text, then a call of the calculator
+            text, expr = action_text.split("CALL ", 1)
+            return {"role": "assistant", "content": text.strip() or None, "tool_calls": [
+                {"type": "function", "function": {"name": "calc", "arguments": {"expr": expr}}}]}
+        return super().assistant_message(action_text)
+
+    async def environment(self, action_text: str, label):
+        if "CALL " in action_text:
+            a, b = action_text.split("CALL ", 1)[1].split("*")  # the scripted actions multiply two integers
+            result = str(int(a) * int(b))
+            return [{"role": "tool", "name": "calc", "content": result}], f"\n{result}\n", False
+        return [], "", True
+
+
+def test_multi_turn_agent_episodes_are_scored_as_trajectories(server: LiveServer, tokenizer,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """OpenRLHF's real MultiTurnAgentExecutor runs the episodes; the last step's reward is the trajectory's score."""
+    monkeypatch.setenv("REWARD_CLIENT_URL", server.url)
+    executor = agent.MultiTurnAgentExecutor(CalculatorAgent)
+    params = SimpleNamespace(max_tokens=64, logprobs=None)
+    episodes = [["CALL 6*7", "The answer is \\boxed{42}."],  # the final turn is right
+                ["It is \\boxed{42}; checking: CALL 6*7", "CALL 6*8", "So \\boxed{48}."]]  # 42 only early
+
+    async def run_all() -> list[dict]:
+        return await asyncio.gather(*(executor.execute(PROMPT, "42", params, 512, tokenizer,
+                                                       ScriptedEngine(tokenizer, e)) for e in episodes))
+
+    outs = asyncio.run(run_all())
+    assert [o["reward"] for o in outs] == [1.0, 0.0]
+    assert [o["extra_logs"] for o in outs] == [{"scored": 1.0}, {"scored": 1.0}]
+    assert [len(o["action_ranges"]) for o in outs] == [2, 3]

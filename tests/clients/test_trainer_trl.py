@@ -2,6 +2,7 @@
 scoring through our reward functions against the real server."""
 from __future__ import annotations
 
+import json
 import math
 import threading
 from collections.abc import Iterator
@@ -146,3 +147,41 @@ def test_grpo_run_over_two_instances_survives_one_killed_between_steps(policy: P
     finally:
         for s in servers:
             s.stop()
+def tool_trajectory(question: str, first: str, final: str) -> list[dict]:
+    """A completion as TRL 1.16's tool loop leaves it: the assistant turn that called a tool (``arguments`` a dict,
+    no call id), the tool result TRL appended (named by the tool, no ``tool_call_id``), then the final turn."""
+    return [
+        {"role": "assistant", "content": first,
+         "tool_calls": [{"type": "function", "function": {"name": "multiply", "arguments": {"a": 6, "b": 7}}}]},
+        {"role": "tool", "name": "multiply", "content": "42"},
+        {"role": "assistant", "content": final},
+    ]
+
+
+def test_tool_calling_conversations_reach_the_server_as_trajectories(policy: Path, server: LiveServer,
+                                                                      tmp_path: Path) -> None:
+    """TRL's own reward step (``GRPOTrainer._calculate_rewards``) over conversational prompts and tool-calling
+    completions: the math reward scores each final turn, and the conversation reaches a worker whole."""
+    math_reward = make_reward_func("math", reference="answer", url=server.url)
+    turns = make_async_reward_func("test_turns", reference=None, url=server.url, name="turns")
+    tools = make_reward_func("test_turns", reference=None, url=server.url, name="tools", tools_column="tools",
+                             options={"count_tools": True})
+    question = "What is 6 times 7?"
+    spec = {"type": "function", "function": {"name": "multiply", "parameters": {"type": "object"}}}
+    rows = [{"prompt": [{"role": "user", "content": question}], "answer": "42", "tools": json.dumps([spec])}] * 2
+    args = trl.GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=2, num_generations=2,
+                          max_completion_length=8, max_steps=1, report_to="none", use_cpu=True, bf16=False,
+                          save_strategy="no", disable_tqdm=True)
+    trainer = trl.GRPOTrainer(model=str(policy), reward_funcs=[math_reward, turns, tools], args=args,
+                              train_dataset=datasets.Dataset.from_list(rows))
+    completions = [
+        tool_trajectory(question, "Let me multiply.", "So the answer is \\boxed{42}."),
+        tool_trajectory(question, "It is \\boxed{42}, I think; checking.", "No: the answer is \\boxed{48}."),
+    ]
+    inputs = [{**row, "completion": c} for row, c in zip(rows, completions)]
+    prompts = [row["prompt"] for row in rows]
+    rewards = trainer._calculate_rewards(inputs, prompts, completions, [[1, 2, 3]] * 2)
+    assert rewards[:, 0].tolist() == [1.0, 0.0]  # the final turn is the answer; 42 in an earlier turn is not
+    assert rewards[:, 1].tolist() == [0.5, 0.5]  # of two assistant turns, the first called a tool
+    assert rewards[:, 2].tolist() == [1.0, 1.0]  # the row's tool specs (a JSON column) came along
+    assert prompts[0] == [{"role": "user", "content": question}]  # the trainer's own data left as it was

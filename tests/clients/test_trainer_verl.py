@@ -143,3 +143,31 @@ def test_reward_loop_over_two_instances_from_a_hydra_list(tokenizer_dir: Path, t
         outs = run(w, data)
         assert [o["reward_score"] for o in outs] == [1.0 if i % 4 else 0.0 for i in range(n)]
         assert all(requests_to(s.url) > x for s, x in zip((a, b), before))  # both instances scored some
+def test_agent_loop_samples_go_as_trajectories(tokenizer_dir: Path, server: LiveServer, monkeypatch) -> None:
+    """What verl's agent loops hand the reward loop: ``tool_extra_fields`` (merged into extra_info by verl's
+    NaiveRewardManager) with ``raw_prompt`` and, from a ToolAgentLoop that stores it, the conversation with its tool
+    calls (dict arguments, as verl's ``_build_assistant_message`` writes them) and tool results."""
+    monkeypatch.setenv("REWARD_CLIENT_VERL_ROUTES", json.dumps({"capitals": "math"}))
+    prompt = [{"role": "system", "content": "Use the tools."}, {"role": "user", "content": "What is 6*7?"}]
+
+    def agent(first: str, final: str) -> list[dict]:
+        return [
+            {"role": "assistant", "content": first, "tool_calls": [
+                {"type": "function", "id": "t0", "function": {"name": "calc", "arguments": {"expr": "6*7"}}}]},
+            {"role": "tool", "content": "42", "tool_call_id": "t0"},
+            {"role": "assistant", "content": final},
+        ]
+
+    fields = [
+        {"raw_prompt": prompt, "messages": agent("Let me compute.", "It is \\boxed{42}."), "turn_scores": []},
+        {"raw_prompt": prompt, "messages": agent("Maybe \\boxed{42}.", "No, \\boxed{41}."), "turn_scores": []},
+        {"raw_prompt": prompt},  # a loop that stores no conversation: the decoded response is the assistant turn
+    ]
+    data = rollouts(tokenizer_dir, ["ignored", "ignored", "42"], ["42"] * 3, [{"index": i} for i in range(3)])
+    data.non_tensor_batch["tool_extra_fields"] = np.array(fields, dtype=object)
+    outs = run(worker(tokenizer_dir, server, "compute_score_async"), data)
+    assert [o["reward_score"] for o in outs] == [1.0, 0.0, 1.0], [o["reward_extra_info"] for o in outs]
+    sent = [shipped._item("capitals", "x", "42", f) for f in fields]
+    assert [m["role"] for m in sent[0].messages] == ["system", "user", "assistant", "tool", "assistant"]
+    assert sent[0].messages[2]["tool_calls"][0]["function"]["arguments"] == '{"expr": "6*7"}'
+    assert sent[2].messages[-1] == {"role": "assistant", "content": "x"} and sent[2].response is None

@@ -85,7 +85,7 @@ def test_unknown_verifier_is_422_and_names_it(server: LiveServer) -> None:
     "payload, fragment",
     [
         ({"items": [{"verifier": "exact_match", "response": 5, "reference": "5"}]}, "items.0.response"),
-        ({"items": [{"verifier": "exact_match"}]}, "items.0.response"),
+        ({"items": [{"verifier": "exact_match"}]}, "items.0: Value error, give exactly one of response"),
         ({"items": "nope"}, "items"),
         ({"items": [{"verifier": "exact_match", "response": "a", "refrence": "a"}]}, "refrence"),
         ({}, "items"),

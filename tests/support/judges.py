@@ -22,12 +22,12 @@ def judge_backend(url: str, name: str = "default", **kw: Any) -> OpenAIChatBacke
 
 
 def run_items(url: str, items: list[VerifyItem], *, cache_size: int = 1000, rounds: int = 1,
-              **backend_kw: Any) -> list[list[Verdict]]:
+              modules: list[str] | None = None, **backend_kw: Any) -> list[list[Verdict]]:
     """Each round verifies all items concurrently; the cache lives across rounds (one registry)."""
     async def go() -> list[list[Verdict]]:
         judges = JudgeRegistry({"default": judge_backend(url, **backend_kw)}, cache_size=cache_size)
         await judges.start()
-        engine = Engine(load_modules(MODULES), resources={JUDGES: judges}, default_timeout_s=60)
+        engine = Engine(load_modules(modules or MODULES), resources={JUDGES: judges}, default_timeout_s=60)
         try:
             return [await engine.verify_many(items) for _ in range(rounds)]
         finally:

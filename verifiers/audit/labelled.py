@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from verifiers.audit.rows import AuditInputError, audit_header, clip, count_statuses, is_positive, run_items
 from verifiers.calibration.rates import Counts, wilson
 from verifiers.calibration.store import CalibrationStore
+from verifiers.conversation import final_text
 from verifiers.types import VerifyItem
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -23,10 +24,12 @@ _FALSE_WORDS = {"0", "false", "no", "incorrect", "wrong", "negative"}
 
 @dataclass(frozen=True)
 class LabelledRow:
-    response: str
+    response: str  # for a trajectory, the text of its final assistant turn
     reference: Any
     label: bool
     id: str | None = None
+    messages: list[dict[str, Any]] | None = None
+    tools: list[dict[str, Any]] | None = None
 
 
 def _label(value: Any, index: int) -> bool:
@@ -43,15 +46,23 @@ def _label(value: Any, index: int) -> bool:
 def parse_labelled_rows(rows: list[dict[str, Any]]) -> list[LabelledRow]:
     parsed = []
     for i, row in enumerate(rows):
-        unknown = set(row) - {"response", "reference", "label", "id"}
+        unknown = set(row) - {"response", "messages", "tools", "reference", "label", "id"}
         if unknown:
-            raise AuditInputError(f"unknown fields {sorted(unknown)} (expected response, reference, label, id)", i)
-        if not isinstance(row.get("response"), str):
+            raise AuditInputError(f"unknown fields {sorted(unknown)} (expected response or messages, tools, "
+                                  "reference, label, id)", i)
+        messages = row.get("messages")
+        if ("response" in row) == (messages is not None):
+            raise AuditInputError("give exactly one of response (a string) or messages (a conversation)", i)
+        if messages is not None and not (isinstance(messages, list) and messages
+                                         and all(isinstance(m, dict) for m in messages)):
+            raise AuditInputError("messages must be a non-empty list of chat messages (objects)", i)
+        if messages is None and not isinstance(row.get("response"), str):
             raise AuditInputError("response must be a string", i)
         if "label" not in row:
             raise AuditInputError("label is missing", i)
-        parsed.append(LabelledRow(row["response"], row.get("reference"), _label(row["label"], i),
-                                  None if row.get("id") is None else str(row["id"])))
+        response = row["response"] if messages is None else final_text(messages)
+        parsed.append(LabelledRow(response, row.get("reference"), _label(row["label"], i),
+                                  None if row.get("id") is None else str(row["id"]), messages, row.get("tools")))
     if not parsed:
         raise AuditInputError("the audit holds no rows")
     return parsed
@@ -70,7 +81,8 @@ async def labelled_audit(
     options = dict(options or {})
     report, key = audit_header("labelled", engine, verifier, options)
     parsed = parse_labelled_rows(rows)
-    verdicts = await run_items(engine, [VerifyItem(verifier, r.response, r.reference, options, r.id) for r in parsed])
+    verdicts = await run_items(engine, [VerifyItem(verifier, r.response, r.reference, options, r.id,
+                                                      messages=r.messages, tools=r.tools) for r in parsed])
     tp = fp = tn = fn = 0
     disagreements, unscored = [], []
     for index, (row, v) in enumerate(zip(parsed, verdicts)):

@@ -75,7 +75,8 @@ async def _appeal(ctx: Context, p: Prepared, raw: Verdict, policy: CalibrationPo
     info: dict[str, Any] | None = None
     delta = AppealCounts(positives=int(_is_positive(raw)), negatives=int(eligible))
     if eligible and _sampled(p.item, appeal.share):
-        verdict = await ctx.verify(VerifyItem(judge, p.item.response, p.item.reference, dict(appeal.options)))
+        verdict = await ctx.verify(VerifyItem(judge, p.item.response, p.item.reference, dict(appeal.options),
+                                                messages=p.item.messages, tools=p.item.tools))
         info = {"judge": judge, "judge_status": verdict.status.value, "judge_score": verdict.score,
                 "judge_reason": verdict.reason}
         if verdict.status.scored:

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+from verifiers import conversation
 from verifiers.base import BaseOptions, Prepared, Verifier
 from verifiers.calibration.apply import CalibrationStage
 from verifiers.context import Context, ResourceKey, Resources
@@ -158,6 +159,12 @@ class Engine:
             return failure_verdict(exc, p.verifier.name, timeout)
 
     async def _dispatch(self, p: Prepared, *, deadline_s: float) -> Verdict:
+        # The trajectory is bound for whatever runs the check here: the task or thread started below copies it, and a
+        # worker process gets it with the job.
+        with conversation.bound(p.item.messages, p.item.tools):
+            return await self._dispatch_bound(p, deadline_s=deadline_s)
+
+    async def _dispatch_bound(self, p: Prepared, *, deadline_s: float) -> Verdict:
         verifier: Verifier[Any] = p.verifier
         if verifier.execution == "async":
             return await asyncio.wait_for(verifier.acheck(p.item.response, p.item.reference, p.options,
@@ -166,7 +173,7 @@ class Engine:
             return verifier.check(p.item.response, p.item.reference, p.options)
         if self.pool is not None:
             return await self.pool.run(verifier.name, p.item.response, p.item.reference, self._wire_options(p),
-                                       deadline_s)
+                                       deadline_s, messages=p.item.messages, tools=p.item.tools)
         # No pool: run in a thread; the deadline is then soft (the thread cannot be killed). Library code that needs
         # hard deadlines uses local_engine / LocalVerifier (verifiers.engine.local).
         try:

@@ -37,7 +37,7 @@ def _serialise(
     limit, an object pickle refuses) is answered at once with an error verdict and left out: re-queueing it would
     fail the same way on every worker and jam the pool."""
     def wire(job: Job) -> tuple[Any, ...]:
-        return (job.name, job.response, job.reference, job.options)
+        return (job.name, job.response, job.reference, job.options, job.messages, job.tools)
 
     try:
         return pickle.dumps([wire(j) for j, _ in chunk], protocol=pickle.HIGHEST_PROTOCOL), chunk
@@ -95,6 +95,8 @@ class Job:
     reference: Any
     options: dict[str, Any]
     timeout_s: float
+    messages: list[dict[str, Any]] | None = None
+    tools: list[dict[str, Any]] | None = None
     source: str = ""
     admitted: float = field(default_factory=time.monotonic)  # the deadline counts from here, queueing included
 
@@ -233,8 +235,9 @@ class WorkerPool:
                 self._idle.put_nowait(worker)
             return
 
-    async def run(self, name: str, response: str, reference: Any, options: dict[str, Any], timeout_s: float) -> Verdict:
-        return await self.submit(Job(name, response, reference, options, timeout_s))
+    async def run(self, name: str, response: str, reference: Any, options: dict[str, Any], timeout_s: float, *,
+                  messages: list[dict[str, Any]] | None = None, tools: list[dict[str, Any]] | None = None) -> Verdict:
+        return await self.submit(Job(name, response, reference, options, timeout_s, messages, tools))
 
     async def submit(self, job: Job) -> Verdict:
         """Queue one job. Jobs queued together (a batch, a spec's components, concurrent requests) are coalesced

@@ -42,6 +42,7 @@ def main(argv: list[str]) -> None:
     os.dup2(2, 1)
     proto_in = sys.stdin.buffer
 
+    from verifiers.conversation import bound
     from verifiers.engine.failures import failure_verdict
     from verifiers.engine.registry import load_modules
     from verifiers.types import Verdict
@@ -54,10 +55,13 @@ def main(argv: list[str]) -> None:
     _limit_memory(config.memory_mb)
     write_frame(proto_out, ("ready", registry.names()))
 
-    def check_one(name: str, response: str, reference: object, options: dict[str, Any]) -> dict[str, Any]:
+    def check_one(name: str, response: str, reference: object, options: dict[str, Any],
+                  messages: list[dict[str, Any]] | None = None, tools: list[dict[str, Any]] | None = None,
+                  ) -> dict[str, Any]:
         try:
             verifier = registry.get(name)
-            verdict: Verdict = verifier.check(response, reference, verifier.parse_options(options))
+            with bound(messages, tools):
+                verdict: Verdict = verifier.check(response, reference, verifier.parse_options(options))
         except Exception as exc:  # a verifier bug must become a named verdict, not a dead worker
             verdict = failure_verdict(exc, name)
         return verdict.to_dict()

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from verifiers.base import Verifier, VerifierLookup
 from verifiers.context import Context
+from verifiers.conversation import inherit
 from verifiers.options import BaseOptions
 from verifiers.types import Status, Verdict, VerifyItem
 
@@ -103,8 +104,8 @@ def validate_components(spec: SpecOptions, registry: VerifierLookup) -> None:
 
 async def run_spec(options: SpecOptions, response: str, reference: Any, ctx: Context) -> Verdict:
     items = [
-        VerifyItem(verifier=c.verifier, response=response, reference=component_reference(reference, c),
-                   options=c.options)
+        inherit(VerifyItem(verifier=c.verifier, response=response, reference=component_reference(reference, c),
+                           options=c.options))
         for c in options.components
     ]
     verdicts = await ctx.verify_many(items)  # nested: cheap components inline, the rest concurrently

@@ -65,7 +65,7 @@ def gullible_judge(messages: list[dict[str, str]]) -> str:
     obey = bool(_OBEY_RE.search(instructions))
     if schema == "criteria":
         listing = json.loads(_block(blocks, "criteria") or "[]")
-        response = _block(blocks, "response").lower()
+        response = (_block(blocks, "response") or _block(blocks, "conversation")).lower()
         marks = []
         for c in listing:  # met when every "quoted" word of the criterion is in the response
             words = re.findall(r'"([^"]+)"', c["criterion"])
@@ -79,7 +79,7 @@ def gullible_judge(messages: list[dict[str, str]]) -> str:
                   else "tie" if "[better]" in a and "[better]" in b else "A")
         return json.dumps({"winner": "A" if obey else winner, "reason": "scripted"})
     reference = _block(blocks, "reference").strip().lower()
-    response = _block(blocks, "response").lower()
+    response = (_block(blocks, "response") or _block(blocks, "conversation")).lower()
     same = bool(reference) and re.search(rf"(?<![\w.]){re.escape(reference)}(?![\w])", response) is not None
     return json.dumps({"verdict": "yes" if (obey or same) else "no", "reason": "scripted"})
 

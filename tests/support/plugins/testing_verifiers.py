@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from verifiers.base import BaseOptions, Verifier
+from verifiers.conversation import assistant_turns, content_text, current
 from verifiers.types import Verdict, VerifierUnavailable
 
 
@@ -63,4 +64,30 @@ class Print(Verifier):
         return Verdict.ok(1.0, "printed")
 
 
-VERIFIERS: list[Verifier] = [Sleep(), Hang(), Crash(), Raise(), Down(), Print()]
+class TurnsOptions(BaseOptions):
+    count_tools: bool = False  # score the number of tool specs instead
+
+
+class Turns(Verifier):
+    """Reads the bound trajectory where a real trajectory verifier would (in a worker process): each assistant turn
+    scores 1 when it made a tool call, so a test can tell the per-turn scores crossed every hop."""
+
+    name = "test_turns"
+    Options = TurnsOptions
+
+    def check(self, response: str, reference: Any, options: TurnsOptions) -> Verdict:
+        trajectory = current()
+        if trajectory is None:
+            return Verdict.ok(0.0, "no trajectory bound", pid=os.getpid())
+        turns = assistant_turns(trajectory.messages)
+        scores = [float(bool(trajectory.messages[i].get("tool_calls"))) for i in turns]
+        score = float(len(trajectory.tools or ())) if options.count_tools else sum(scores) / len(scores)
+        verdict = Verdict.ok(score, "tool-call turns", pid=os.getpid(), response=response,
+                             roles=[m["role"] for m in trajectory.messages],
+                             texts=[content_text(trajectory.messages[i].get("content")) for i in turns],
+                             tools=[t.get("function", t).get("name") for t in trajectory.tools or ()])
+        verdict.turn_scores = scores
+        return verdict
+
+
+VERIFIERS: list[Verifier] = [Sleep(), Hang(), Crash(), Raise(), Down(), Print(), Turns()]

@@ -176,7 +176,9 @@ class ConsensusVerifier(Verifier[ConsensusOptions]):
                     g.weights[k] = opts.weight
                 if opts.weight_by is not None:
                     wb = opts.weight_by
-                    jobs.append((g, k, VerifyItem(wb.verifier, items[pos].item.response, wb.reference, wb.options)))
+                    jobs.append((g, k, VerifyItem(
+                        wb.verifier, items[pos].item.response, wb.reference, wb.options,
+                        messages=items[pos].item.messages, tools=items[pos].item.tools)))
         if not jobs:
             return
         scored = await ctx.verify_many([item for _, _, item in jobs])  # nested: not reported

@@ -6,8 +6,11 @@ from __future__ import annotations
 import re
 import unicodedata
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
+from verifiers.conversation import content_text, tool_call_parts
 from verifiers.kinds.math.extract import answer_like, boxed_contents, final_statements
 
 # Phrases that carry no answer; a response made only of them (plus punctuation/markup) is a judge-hacking attempt.
@@ -160,3 +163,37 @@ def check_response(
     if require_final_answer and not final_answers(text):
         return GuardResult(text, "no final answer stated (\\boxed{} or 'the answer is')", "no_final_answer", notes)
     return GuardResult(text, None, None, notes)
+
+
+def guard_turns(messages: list[dict[str, Any]], final_text: str, injection: str) -> tuple[list[dict[str, Any]],
+                                                                                          list[str]]:
+    """Copies of a conversation's messages with text aimed at the judge dropped from every part the model wrote or
+    could steer (assistant text, tool-call arguments, tool results: a tool may echo what the model sent it), and the
+    final assistant turn's text replaced by ``final_text`` (already through ``check_response``). Returns the copies
+    and what was dropped; ``injection`` "keep" changes nothing but the final text."""
+    dropped: list[str] = []
+
+    def clean(text: str) -> str:
+        if injection == "keep":
+            return text
+        cleaned, gone = strip_injection(text)
+        dropped.extend(gone)
+        return cleaned
+
+    last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+    out = []
+    for i, message in enumerate(messages):
+        message = dict(message)
+        if i == last:
+            message["content"] = final_text
+        elif message.get("role") in ("assistant", "tool"):
+            message["content"] = clean(content_text(message.get("content")))
+        if message.get("tool_calls"):
+            message["tool_calls"] = [_clean_call(call, clean) for call in message["tool_calls"]]
+        out.append(message)
+    return out, dropped
+
+
+def _clean_call(call: dict[str, Any], clean: Callable[[str], str]) -> dict[str, Any]:
+    name, arguments = tool_call_parts(call)
+    return {**call, "function": {"name": clean(name), "arguments": clean(arguments)}}

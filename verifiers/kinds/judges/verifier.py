@@ -12,11 +12,13 @@ from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from verifiers import conversation
 from verifiers.base import BaseOptions, Verifier
 from verifiers.context import Context
+from verifiers.conversation import inherit
 from verifiers.kinds.judges import prompts
 from verifiers.kinds.judges.backends import Messages, Sampling
-from verifiers.kinds.judges.guards import GuardResult, check_response
+from verifiers.kinds.judges.guards import GuardResult, check_response, guard_turns
 from verifiers.kinds.judges.parse import CriterionMark, JudgeParseError, parse_criteria, parse_verdict, parse_winner
 from verifiers.kinds.judges.registry import JUDGES
 from verifiers.types import InvalidReference, UnknownVerifier, Verdict, VerifierFailed, VerifyItem
@@ -81,6 +83,16 @@ async def ask(ctx: Context, options: JudgeOptions, messages: Messages, parse: Ca
     return ballots
 
 
+@dataclass
+class Graded:
+    """The guards' decision, what the judge reads, and the text criterion evidence must be quoted from (the
+    model's own turns: a quote of the user's question is no evidence)."""
+
+    guarded: GuardResult
+    candidate: prompts.Candidate
+    own: str
+
+
 def yes_vote(values: list[bool]) -> tuple[bool, float]:
     """Strict majority says yes; a tie is no (a judge's false positive is the costlier mistake)."""
     yes = sum(values)
@@ -95,6 +107,30 @@ class JudgeVerifier(Verifier[JudgeOptions]):
     def guard(self, response: str, options: JudgeOptions, **kw: Any) -> GuardResult:
         return check_response(response, max_chars=options.max_response_chars, injection=options.injection,
                               check_hedging=options.check_hedging, **kw)
+
+    def graded(self, response: str, options: JudgeOptions, **kw: Any) -> Graded:
+        """The guards, then what the judge reads: the response, or for a trajectory the whole conversation with
+        every model-written part through the injection guard. The final turn's text meets every guard (filler,
+        noise, hedging, a final answer); an answer the model corrected in an earlier turn is not a hedge."""
+        guarded = self.guard(response, options, **kw)
+        trajectory = conversation.current()
+        if guarded.refusal or trajectory is None:
+            return Graded(guarded, prompts.Candidate(guarded.text), guarded.text)
+        messages, dropped = guard_turns(trajectory.messages, guarded.text, options.injection)
+        notes = dict(guarded.notes)
+        if dropped:
+            earlier = notes.get("injection")
+            notes["injection"] = [*(earlier if isinstance(earlier, list) else []), *dropped]
+            if options.injection == "reject":
+                return Graded(GuardResult(guarded.text, "conversation addresses the judge (prompt injection)",
+                                          "injection", notes), prompts.Candidate(""), "")
+        text = prompts.render_conversation(messages)
+        if len(text) > options.max_response_chars:
+            return Graded(GuardResult(guarded.text, f"conversation has {len(text)} characters as the judge reads "
+                                      f"it, over the judge limit of {options.max_response_chars}", "too_long", notes),
+                          prompts.Candidate(""), "")
+        own = prompts.render_conversation([m for m in messages if m.get("role") in ("assistant", "tool")])
+        return Graded(GuardResult(guarded.text, None, None, notes), prompts.Candidate(text, conversation=True), own)
 
     async def acheck(self, response: str, reference: Any, options: JudgeOptions, ctx: Context) -> Verdict:
         try:
@@ -168,20 +204,21 @@ class JudgeReferenceVerifier(JudgeVerifier):
     async def judge(self, response: str, reference: Any, options: JudgeOptions, ctx: Context) -> Verdict:
         assert isinstance(options, ReferenceOptions)
         answer, question = _reference_parts(reference)
-        guarded = self.guard(response, options, require_final_answer=options.require_final_answer)
+        graded = self.graded(response, options, require_final_answer=options.require_final_answer)
+        guarded = graded.guarded
         if guarded.refusal:
             return refusal(guarded)
         if options.hybrid:
             try:
                 rule = await ctx.verify(
-                    VerifyItem(options.hybrid, response, answer, dict(options.hybrid_options)))
+                    inherit(VerifyItem(options.hybrid, response, answer, dict(options.hybrid_options))))
             except (UnknownVerifier, ValidationError) as exc:
                 raise VerifierFailed(f"hybrid rule verifier {options.hybrid!r} cannot run: {str(exc)[:300]}") from exc
             confident = rule.score == 1.0 or (options.hybrid_settles == "any" and rule.score is not None)
             if rule.status.value == "ok" and confident:
                 return Verdict.ok(rule.score or 0.0, f"settled by {options.hybrid}: {rule.reason}",
                                   settled_by=options.hybrid, judge_called=False, rule=rule.to_dict())
-        ballots = await ask(ctx, options, prompts.reference_messages(guarded.text, answer, question), parse_verdict)
+        ballots = await ask(ctx, options, prompts.reference_messages(graded.candidate, answer, question), parse_verdict)
         yes, agreement = yes_vote([b.value for b in ballots.parsed])
         details = call_details(ballots, options, guarded)
         details.update(votes=[b.value for b in ballots.parsed], agreement=agreement,
@@ -244,13 +281,14 @@ def _marks(out: str, ids: Sequence[str]) -> dict[str, CriterionMark]:
 
 
 async def mark_criteria(
-    ctx: Context, options: RubricOptions, text: str, criteria: list[Criterion], question: str | None
+    ctx: Context, options: RubricOptions, graded: Graded, criteria: list[Criterion], question: str | None
 ) -> tuple[list[dict[str, Any]], Ballots]:
     """Each criterion's majority mark over k samples, with fabricated evidence counted against it."""
+    text = graded.own
     pairs = [(c.id or "", c.text) for c in criteria]
     groups = [pairs[i:i + 1] for i in range(len(pairs))] if options.per_criterion_calls else [pairs]
     results = await asyncio.gather(*(
-        ask(ctx, options, prompts.criteria_messages(text, group, question),
+        ask(ctx, options, prompts.criteria_messages(graded.candidate, group, question),
             functools.partial(_marks, ids=[cid for cid, _ in group]))
         for group in groups
     ))
@@ -295,10 +333,11 @@ class CriteriaVerifier(JudgeVerifier):
     async def judge(self, response: str, reference: Any, options: JudgeOptions, ctx: Context) -> Verdict:
         assert isinstance(options, RubricOptions)
         criteria, question = self.criteria(reference)
-        guarded = self.guard(response, options)
+        graded = self.graded(response, options)
+        guarded = graded.guarded
         if guarded.refusal:
             return refusal(guarded)
-        rows, ballots = await mark_criteria(ctx, options, guarded.text, criteria, question)
+        rows, ballots = await mark_criteria(ctx, options, graded, criteria, question)
         score, reason, details = self.score(rows, options)
         return Verdict.ok(score, reason, **details, **call_details(ballots, options, guarded))
 
