@@ -69,6 +69,15 @@ class Verifier(Generic[OptionsT]):
     def validate(self, options: OptionsT, lookup: VerifierLookup) -> None:
         """The prepare step: request-time checks that need other verifiers; raise to refuse the item."""
 
+    def check_item(self, item: VerifyItem, options: OptionsT) -> Verdict:
+        """What the engine calls for a process-mode item; a verifier that reads the trajectory (``item.messages``,
+        ``item.tools``) overrides it, every other one checks ``item.response``."""
+        return self.check(item.response, item.reference, options)
+
+    async def acheck_item(self, item: VerifyItem, options: OptionsT, ctx: Context) -> Verdict:
+        """What the engine awaits for an async item; overridden like ``check_item``."""
+        return await self.acheck(item.response, item.reference, options, ctx)
+
     def check(self, response: str, reference: Any, options: OptionsT) -> Verdict:
         """Synchronous check, run in a worker process (``execution = "process"``)."""
         raise NotImplementedError(f"{self.name} is an async verifier")

@@ -39,6 +39,7 @@ class Verdict:
     reason: str = ""
     details: dict[str, Any] = field(default_factory=dict)
     elapsed_ms: float = 0.0
+    turn_scores: list[float] | None = None
 
     def __post_init__(self) -> None:
         self.status = Status(self.status)
@@ -87,6 +88,7 @@ class Verdict:
             "reason": self.reason,
             "details": self.details,
             "elapsed_ms": self.elapsed_ms,
+            "turn_scores": self.turn_scores,
         }
 
     @classmethod
@@ -97,6 +99,7 @@ class Verdict:
             data.get("reason", ""),
             dict(data.get("details") or {}),
             float(data.get("elapsed_ms") or 0.0),
+            data.get("turn_scores"),
         )
 
 
@@ -110,6 +113,8 @@ class VerifyItem:
     options: dict[str, Any] = field(default_factory=dict)
     id: str | None = None
     group: str | None = None
+    messages: list[dict[str, Any]] | None = None
+    tools: list[dict[str, Any]] | None = None
 
 
 class VerifierUnavailable(Exception):

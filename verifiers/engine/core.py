@@ -141,6 +141,7 @@ class Engine:
             p.verifier.execution == "process"
             and limit > 0
             and len(p.item.response) <= limit
+            and p.item.messages is None
             and (not isinstance(p.item.reference, str) or len(p.item.reference) <= limit)
             and p.verifier.inline_ok(p.options)
             and not any(stage.applies(p.options) for stage in self.stages)
@@ -160,18 +161,17 @@ class Engine:
     async def _dispatch(self, p: Prepared, *, deadline_s: float) -> Verdict:
         verifier: Verifier[Any] = p.verifier
         if verifier.execution == "async":
-            return await asyncio.wait_for(verifier.acheck(p.item.response, p.item.reference, p.options,
-                                                          self.context), deadline_s)
+            return await asyncio.wait_for(verifier.acheck_item(p.item, p.options, self.context), deadline_s)
         if self._runs_inline(p):
-            return verifier.check(p.item.response, p.item.reference, p.options)
+            return verifier.check_item(p.item, p.options)
         if self.pool is not None:
             return await self.pool.run(verifier.name, p.item.response, p.item.reference, self._wire_options(p),
-                                       deadline_s)
+                                       deadline_s, messages=p.item.messages, tools=p.item.tools)
         # No pool: run in a thread; the deadline is then soft (the thread cannot be killed). Library code that needs
         # hard deadlines uses local_engine / LocalVerifier (verifiers.engine.local).
         try:
             return await asyncio.wait_for(
-                asyncio.to_thread(verifier.check, p.item.response, p.item.reference, p.options), deadline_s)
+                asyncio.to_thread(verifier.check_item, p.item, p.options), deadline_s)
         except TimeoutError:
             if not self._warned_soft_deadline:
                 self._warned_soft_deadline = True

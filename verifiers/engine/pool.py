@@ -37,7 +37,7 @@ def _serialise(
     limit, an object pickle refuses) is answered at once with an error verdict and left out: re-queueing it would
     fail the same way on every worker and jam the pool."""
     def wire(job: Job) -> tuple[Any, ...]:
-        return (job.name, job.response, job.reference, job.options)
+        return (job.name, job.response, job.reference, job.options, job.messages, job.tools)
 
     try:
         return pickle.dumps([wire(j) for j, _ in chunk], protocol=pickle.HIGHEST_PROTOCOL), chunk
@@ -96,6 +96,8 @@ class Job:
     options: dict[str, Any]
     timeout_s: float
     source: str = ""
+    messages: list[dict[str, Any]] | None = None
+    tools: list[dict[str, Any]] | None = None
     admitted: float = field(default_factory=time.monotonic)  # the deadline counts from here, queueing included
 
     def remaining(self) -> float:
@@ -231,8 +233,10 @@ class WorkerPool:
                 self._idle.put_nowait(worker)
             return
 
-    async def run(self, name: str, response: str, reference: Any, options: dict[str, Any], timeout_s: float) -> Verdict:
-        return await self.submit(Job(name, response, reference, options, timeout_s))
+    async def run(self, name: str, response: str, reference: Any, options: dict[str, Any], timeout_s: float, *,
+                  messages: list[dict[str, Any]] | None = None,
+                  tools: list[dict[str, Any]] | None = None) -> Verdict:
+        return await self.submit(Job(name, response, reference, options, timeout_s, messages=messages, tools=tools))
 
     async def submit(self, job: Job) -> Verdict:
         """Queue one job. Jobs queued together (a batch, a spec's components, concurrent requests) are coalesced

@@ -44,7 +44,7 @@ def main(argv: list[str]) -> None:
 
     from verifiers.engine.failures import failure_verdict
     from verifiers.engine.registry import load_modules
-    from verifiers.types import Verdict
+    from verifiers.types import Verdict, VerifyItem
 
     configure_process(config.kind_settings())
     registry = load_modules(modules)
@@ -54,10 +54,13 @@ def main(argv: list[str]) -> None:
     _limit_memory(config.memory_mb)
     write_frame(proto_out, ("ready", registry.names()))
 
-    def check_one(name: str, response: str, reference: object, options: dict[str, Any]) -> dict[str, Any]:
+    def check_one(name: str, response: str, reference: object, options: dict[str, Any],
+                  messages: list[dict[str, Any]] | None = None, tools: list[dict[str, Any]] | None = None,
+                  ) -> dict[str, Any]:
         try:
             verifier = registry.get(name)
-            verdict: Verdict = verifier.check(response, reference, verifier.parse_options(options))
+            item = VerifyItem(name, response, reference, messages=messages, tools=tools)
+            verdict: Verdict = verifier.check_item(item, verifier.parse_options(options))
         except Exception as exc:  # a verifier bug must become a named verdict, not a dead worker
             verdict = failure_verdict(exc, name)
         return verdict.to_dict()
