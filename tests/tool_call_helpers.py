@@ -54,9 +54,23 @@ def canonical(entry: Entry, rng: random.Random, omit_optional: bool = False, pic
             present = [v for v in values if v != ""]
             if not present or (omit_optional and "" in values):
                 continue
-            args[p] = present[min(pick, len(present) - 1)]
+            args[p] = _concrete(present[min(pick, len(present) - 1)])
         out.append((name, args))
     return out
+
+
+def _concrete(value: Any) -> Any:
+    """A value from a possible answer: nested dicts list acceptable values per key, as the top level does."""
+    if isinstance(value, dict):
+        out = {}
+        for k, values in value.items():
+            present = [v for v in values if v != ""] if isinstance(values, list) else [values]
+            if present:
+                out[k] = _concrete(present[0])
+        return out
+    if isinstance(value, list):
+        return [_concrete(v) if isinstance(v, dict) else v for v in value]
+    return value
 
 
 def _spec(entry: Entry, name: str) -> dict[str, Any]:
@@ -126,8 +140,8 @@ def mutations(entry: Entry, rng: random.Random) -> Iterator[tuple[str, Calls | N
     yield "extra_arg", _replace(base, i, name, {**args, "unexpected_arg": 1})
     others = [f["name"] for f in entry.functions if f["name"] != name]
     yield "wrong_function", _replace(base, i, others[0] if others else name + "_v2", args)
-    if "." in name:
-        yield "underscored_name", _replace(base, i, name.replace(".", "_"), args)
+    if any("." in n for n, _ in base):  # as an API that refuses dots returns every call
+        yield "underscored_name", [(n.replace(".", "_"), a) for n, a in base]
 
 
 def _replace(calls: Calls, i: int, name: str, args: dict[str, Any]) -> Calls:
@@ -187,30 +201,36 @@ def decoded_python(calls: Calls | None) -> list[dict[str, Any]]:
 
 # --- BFCL's checker ------------------------------------------------------------------------------------------------
 
-def bfcl_oracle() -> Callable[[Entry, list[dict[str, Any]]], bool] | None:
+class _ModelConfig:
+    def __init__(self, underscore_to_dot: bool) -> None:
+        self.underscore_to_dot = underscore_to_dot
+
+
+Oracle = Callable[[Entry, list[dict[str, Any]], bool], bool]
+
+
+def bfcl_oracle() -> Oracle | None:
     """BFCL's own ``ast_checker`` when bfcl-eval is installed (``pip install --no-deps bfcl-eval``). Its model table
-    imports every provider SDK, so a one-entry stand-in replaces it: a model that keeps dotted names."""
+    imports every provider SDK, so a two-entry stand-in replaces it: a prompt-mode model that keeps dotted names and
+    a function-calling model whose API turns dots into underscores (the oracle's last argument picks it)."""
     try:
         if "bfcl_eval.constants.model_config" not in sys.modules:
             stand_in = types.ModuleType("bfcl_eval.constants.model_config")
-
-            class _Config:
-                underscore_to_dot = False
-
-            stand_in.MODEL_CONFIG_MAPPING = {"prompt/model": _Config()}  # type: ignore[attr-defined]
+            stand_in.MODEL_CONFIG_MAPPING = {  # type: ignore[attr-defined]
+                "prompt/model": _ModelConfig(False), "fc/model": _ModelConfig(True)}
             sys.modules["bfcl_eval.constants.model_config"] = stand_in
         from bfcl_eval.constants.enums import Language
         from bfcl_eval.eval_checker.ast_eval.ast_checker import ast_checker
     except ImportError:
         return None
 
-    def check(entry: Entry, output: list[dict[str, Any]]) -> bool:
+    def check(entry: Entry, output: list[dict[str, Any]], fc: bool = False) -> bool:
         if entry.category == "irrelevance":
             return not output  # BFCL's relevance rule: no decodable call
         if not output:
             return False
         result = ast_checker(entry.functions, output, entry.ground_truth, Language.PYTHON, entry.category,
-                             "prompt_model")
+                             "fc_model" if fc else "prompt_model")
         return bool(result["valid"])
 
     return check
