@@ -91,7 +91,7 @@ def test_plainly_right_and_plainly_wrong_candidates(tools_dir: Path) -> None:
     """Without BFCL's code: mutations whose verdict its rules fix whatever the entry. Reordered parallel calls are
     not among them: BFCL matches greedily in reference order, so an answer that accepts two values can take the call
     another answer needed (parallel_178); the maximum matching of partial credit still pairs them all."""
-    right = {"canonical", "int_for_float"}  # string_normalised is not: a string where the spec says array compares exactly
+    right = {"canonical", "int_for_float"}  # not string_normalised: a string where an array is due compares exactly
     wrong = {"extra_arg", "wrong_function", "dropped_call", "duplicated_call", "call_anyway", "float_for_int"}
     partial = V.parse_options({"partial": True})
     seen: collections.Counter[str] = collections.Counter()
