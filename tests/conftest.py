@@ -15,6 +15,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.fakes.openai_server import FakeOpenAI, gullible_judge, serve
+from tests.judge_helpers import API_KEY as JUDGE_API_KEY
+
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
@@ -109,3 +112,19 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"shared data sets not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="module")
+def _judge_double() -> Iterator[FakeOpenAI]:
+    """The OpenAI-compatible judge test double, one per module."""
+    with serve(FakeOpenAI(api_key=JUDGE_API_KEY)) as fake:
+        yield fake
+
+
+@pytest.fixture
+def fake(_judge_double: FakeOpenAI) -> FakeOpenAI:
+    """The judge double reset to a gullible judge with no latency (a module may define its own ``fake``)."""
+    _judge_double.reset()
+    _judge_double.responder = gullible_judge
+    _judge_double.latency_s = 0.0
+    return _judge_double

@@ -4,31 +4,15 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 
 import httpx
 import pytest
 from pydantic import ValidationError
 
-from tests.fakes.openai_server import FakeOpenAI, Reply, gullible_judge, serve
+from tests.fakes.openai_server import FakeOpenAI, Reply, gullible_judge
 from tests.judge_helpers import API_KEY, run_items, verify
 from verifiers.kinds.judges.verifier import ReferenceOptions
 from verifiers.types import Status, VerifyItem
-
-
-@pytest.fixture(scope="module")
-def _server() -> Iterator[FakeOpenAI]:
-    with serve(FakeOpenAI(api_key=API_KEY)) as fake:
-        yield fake
-
-
-@pytest.fixture
-def fake(_server: FakeOpenAI) -> FakeOpenAI:
-    _server.reset()
-    _server.responder = gullible_judge
-    _server.latency_s = 0.0
-    return _server
-
 
 # ---------------------------------------------------------------- verdicts
 

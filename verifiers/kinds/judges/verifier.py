@@ -21,7 +21,7 @@ from verifiers.kinds.judges.parse import CriterionMark, JudgeParseError, parse_c
 from verifiers.types import InvalidReference, UnknownVerifier, Verdict, VerifyItem
 
 T = TypeVar("T")
-JUDGE_VERIFIERS = ("judge_reference", "rubric", "checklist", "pairwise")
+JUDGE_VERIFIERS = ("judge_reference", "rubric", "checklist", "pairwise", "trajectory_checklist")
 
 
 class JudgeOptions(BaseOptions):
@@ -217,7 +217,10 @@ def _evidence_found(evidence: str, response: str) -> bool:
     return all(span in haystack for span in spans if span)
 
 
-def _criteria(reference: Any, key: str) -> tuple[list[Criterion], str | None]:
+CriterionT = TypeVar("CriterionT", bound="Criterion")
+
+
+def _criteria(reference: Any, key: str, model: type[CriterionT]) -> tuple[list[CriterionT], str | None]:
     question = None
     if isinstance(reference, dict):
         question = _question(reference)
@@ -225,7 +228,7 @@ def _criteria(reference: Any, key: str) -> tuple[list[Criterion], str | None]:
     if not isinstance(reference, list) or not reference:
         raise InvalidReference(f"reference must be a non-empty list of criteria or {{\"{key}\": [...]}}")
     try:
-        items = [Criterion.model_validate({"text": c} if isinstance(c, str) else c) for c in reference]
+        items = [model.model_validate({"text": c} if isinstance(c, str) else c) for c in reference]
     except ValidationError as exc:
         raise InvalidReference(f"bad criterion: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}") from None
     for i, c in enumerate(items):
@@ -241,14 +244,19 @@ def _marks(out: str, ids: Sequence[str]) -> dict[str, CriterionMark]:
     return parse_criteria(out, ids)[0]
 
 
+PromptBuilder = Callable[[str, Sequence[tuple[str, str]], str | None], Messages]
+
+
 async def mark_criteria(
-    ctx: Context, options: RubricOptions, text: str, criteria: list[Criterion], question: str | None
+    ctx: Context, options: RubricOptions, text: str, criteria: list[Criterion], question: str | None,
+    *, build: PromptBuilder = prompts.criteria_messages, evidence_in: dict[str, str] | None = None,
 ) -> tuple[list[dict[str, Any]], Ballots]:
-    """Each criterion's majority mark over k samples, with fabricated evidence counted against it."""
+    """Each criterion's majority mark over k samples, with fabricated evidence counted against it. A quote must be
+    found in ``evidence_in[id]`` when given (a trajectory item's own turn), else anywhere in ``text``."""
     pairs = [(c.id or "", c.text) for c in criteria]
     groups = [pairs[i:i + 1] for i in range(len(pairs))] if options.per_criterion_calls else [pairs]
     results = await asyncio.gather(*(
-        ask(ctx, options, prompts.criteria_messages(text, group, question),
+        ask(ctx, options, build(text, group, question),
             functools.partial(_marks, ids=[cid for cid, _ in group]))
         for group in groups
     ))
@@ -263,9 +271,10 @@ async def mark_criteria(
     for c in criteria:
         votes = []
         fabricated = 0
+        haystack = (evidence_in or {}).get(c.id or "", text)
         for mark in marks[c.id or ""]:
             honest = not (options.check_evidence and mark.met and mark.evidence
-                          and not _evidence_found(mark.evidence, text))
+                          and not _evidence_found(mark.evidence, haystack))
             fabricated += not honest
             votes.append(mark.met and honest)
         met, agreement = yes_vote(votes)
@@ -285,7 +294,7 @@ class CriteriaVerifier(JudgeVerifier):
     binary = False
 
     def criteria(self, reference: Any) -> tuple[list[Criterion], str | None]:
-        return _criteria(reference, self.reference_key)
+        return _criteria(reference, self.reference_key, Criterion)
 
     def score(self, rows: list[dict[str, Any]], options: Any) -> tuple[float, str, dict[str, Any]]:
         raise NotImplementedError
@@ -328,7 +337,7 @@ class ChecklistVerifier(CriteriaVerifier):
     reference_key = "items"
 
     def criteria(self, reference: Any) -> tuple[list[Criterion], str | None]:
-        items, question = _criteria(reference, self.reference_key)
+        items, question = _criteria(reference, self.reference_key, Criterion)
         for item in items:  # a checklist item is plain yes/no: equal weight, none gating
             item.weight, item.required = 1.0, False
         return items, question
