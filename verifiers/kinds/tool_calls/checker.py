@@ -286,28 +286,41 @@ def match_calls(calls: list[Call], refs: list[RefCall], specs: dict[str, Functio
                 structured: bool = False) -> Matching:
     """``structured``: the calls came as API ``tool_calls``, where a dotted name must come back underscored."""
     loose = {r.name: structured or r.name.replace(".", "_") in specs for r in refs}
-    outcomes = [[check_call(c, r.name, r.answers, specs.get(r.name) or _dotless(specs, r.name), loose[r.name])
-                 for c in calls] for r in refs]
+    memo: dict[tuple[int, int], Outcome] = {}
+
+    def outcome(i: int, j: int) -> Outcome:
+        if (i, j) not in memo:
+            r = refs[i]
+            memo[i, j] = check_call(calls[j], r.name, r.answers, specs.get(r.name) or _dotless(specs, r.name),
+                                    loose[r.name])
+        return memo[i, j]
+
     # BFCL: equal counts, then each reference call takes the first output call left that it accepts.
     taken: set[int] = set()
+    picks: list[int | None] = []
     pairs: list[dict[str, Any]] = []
     failure = ""
     for i, ref in enumerate(refs):
-        index = next((j for j, o in enumerate(outcomes[i]) if o.valid and j not in taken), None)
+        index = next((j for j in range(len(calls)) if j not in taken and outcome(i, j).valid), None)
+        picks.append(index)
         if index is not None:
             taken.add(index)
             pairs.append({"reference": ref.name, "call": index, "ok": True})
             continue
         near = _nearest(calls, ref.name, taken, loose[ref.name])
-        error = outcomes[i][near].error if near is not None else "no call left to match"
+        error = outcome(i, near).error if near is not None else "no call left to match"
         pairs.append({"reference": ref.name, "call": near, "ok": False, "error": error})
         failure = failure or f"{ref.name}: {error}"
-    matched = _max_matching([[j for j, o in enumerate(row) if o.valid] for row in outcomes], len(calls))
     if len(calls) != len(refs):
         accepted, reason = False, f"{len(calls)} calls where {len(refs)} are expected"
     else:
         accepted, reason = not failure, failure or "every call matches"
-    return Matching(accepted, reason, pairs, matched, _components(calls, refs, specs, loose))
+    if len(taken) == min(len(calls), len(refs)):  # greedy already pairs as many as can be
+        matched = len(taken)
+    else:
+        edges = [[j for j in range(len(calls)) if outcome(i, j).valid] for i in range(len(refs))]
+        matched = _max_matching(edges, len(calls))
+    return Matching(accepted, reason, pairs, matched, _components(calls, refs, specs, loose, picks))
 
 
 def _dotless(specs: dict[str, FunctionSpec], name: str) -> FunctionSpec | None:
@@ -321,16 +334,25 @@ def _nearest(calls: list[Call], name: str, taken: set[int], underscores: bool) -
     return (named or free)[0] if named or free else None
 
 
-def _components(calls: list[Call], refs: list[RefCall], specs: dict[str, FunctionSpec], loose: dict[str, bool]
-                ) -> dict[str, float]:
+def _components(calls: list[Call], refs: list[RefCall], specs: dict[str, FunctionSpec], loose: dict[str, bool],
+                picks: list[int | None]) -> dict[str, float]:
     """ToolRL-style partial signals: function names (multiset overlap), then argument keys and values of the calls
-    paired by name, each over the larger of the two call counts."""
+    paired by name, each over the larger of the two call counts. Calls BFCL's matching accepted keep their
+    reference; each other reference takes the best-scoring call of its name among those left."""
     size = max(len(calls), len(refs))
     if size == 0:
         return {"names": 1.0, "argument_keys": 1.0, "values": 1.0}
-    free = list(range(len(calls)))
+    free = [j for j in range(len(calls)) if j not in picks]
     names = keys = values = 0.0
-    for ref in refs:
+    for ref, right in zip(refs, picks):
+        if right is not None:  # a correct call: every value right, keys as many as it gave of those allowed
+            wanted = len(ref.answers)
+            names += 1
+            keys += len(calls[right].arguments) / wanted if wanted else 1.0
+            values += 1.0
+    for ref, right in zip(refs, picks):
+        if right is not None:
+            continue
         spec = specs.get(ref.name) or _dotless(specs, ref.name)
         candidates = [(arg_scores(calls[j], ref.answers, spec), j) for j in free
                       if name_matches(ref.name, calls[j].name, loose[ref.name])]

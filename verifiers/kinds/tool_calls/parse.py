@@ -27,6 +27,7 @@ MAX_CALLS = 64  # calls in one turn
 _THINK_END = "</think>"
 _TOOL_CALL_BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
 _FENCE = re.compile(r"^```[A-Za-z0-9_+-]*[ \t]*\n?(.*?)\n?```$", re.DOTALL)
+_BRACKET = re.compile(r"[\[\]{}()]")
 _CALL_START = re.compile(r"^\[?\s*[A-Za-z_][\w.]*\s*\(")
 
 
@@ -65,13 +66,17 @@ def _depth_ok(value: Any, depth: int = 0) -> bool:
 
 
 def _bracket_depth(text: str) -> int:
-    """An upper bound of the nesting in ``text``, found before handing it to a recursive parser."""
+    """An upper bound of the nesting in ``text``, found before handing it to a recursive parser (brackets inside
+    strings count too: the bound only has to be safe)."""
+    opened = text.count("[") + text.count("{") + text.count("(")
+    if opened <= MAX_DEPTH:
+        return opened
     depth = best = 0
-    for ch in text:
-        if ch in "[{(":
+    for m in _BRACKET.finditer(text):
+        if m.group() in "[{(":
             depth += 1
             best = max(best, depth)
-        elif ch in "]})" and depth:
+        elif depth:
             depth -= 1
     return best
 

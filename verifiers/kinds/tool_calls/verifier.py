@@ -100,6 +100,7 @@ class ToolCallsVerifier(Verifier[ToolCallsOptions]):
     )
     Options = ToolCallsOptions
     binary = False  # 0/1 unless partial credit is asked for
+    inline_max_chars = 4000
 
     def check(self, response: str, reference: Any, options: ToolCallsOptions) -> Verdict:
         return self.check_item(VerifyItem(self.name, response, reference), options)
