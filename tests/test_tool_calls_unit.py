@@ -223,6 +223,15 @@ def test_unusable_reference_is_invalid_reference(reference: Any) -> None:
         check("[f(a=1)]", reference)
 
 
+def test_oversized_reference_is_refused_before_any_matching() -> None:
+    from verifiers.types import InvalidReference
+    many = [{"f": {"a": list(range(5000))}}]
+    long = [{"f": {"a": ["x" * 70_000]}}]
+    for reference in (many, long):
+        with pytest.raises(InvalidReference, match="over"):
+            check("[f(a=1)]", reference)
+
+
 HOSTILE = [
     "[" * 200_000,
     '{"name": "f", "arguments": ' + '{"a": ' * 50_000 + "1" + "}" * 50_001,

@@ -11,6 +11,7 @@ Reference shapes:
 """
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pydantic import Field
@@ -51,8 +52,30 @@ def _ref_calls(value: Any, where: str) -> list[RefCall]:
     return [_ref_call(e, f"{where}[{i}]") for i, e in enumerate(value)]
 
 
+MAX_REFERENCE_VALUES = 4096  # acceptable values over all reference calls (BFCL's largest entries hold a few dozen)
+MAX_REFERENCE_CHARS = 65_536  # their total size as JSON
+
+
+def _bounded(turns: list[list[RefCall]]) -> list[list[RefCall]]:
+    """Refuse a reference whose matching could cost more than a short check (every output call is compared with
+    every acceptable value), so the check stays cheap enough to run on the server's event loop."""
+    values = [v for turn in turns for ref in turn for answers in ref.answers.values() for v in answers]
+    if len(values) > MAX_REFERENCE_VALUES:
+        raise InvalidReference(f"reference lists {len(values)} acceptable values, over {MAX_REFERENCE_VALUES}")
+    size = sum(len(v) if isinstance(v, str) else len(json.dumps(v)) if isinstance(v, list | dict) else 8
+               for v in values)
+    if size > MAX_REFERENCE_CHARS:
+        raise InvalidReference(f"reference values total {size} characters, over {MAX_REFERENCE_CHARS}")
+    return turns
+
+
 def parse_reference(reference: Any) -> tuple[list[list[RefCall]], bool, Any]:
     """(expected calls per turn, whether the reference is per turn, tool specs it carries)."""
+    turns, per_turn, tools = _parse_reference(reference)
+    return _bounded(turns), per_turn, tools
+
+
+def _parse_reference(reference: Any) -> tuple[list[list[RefCall]], bool, Any]:
     if isinstance(reference, list):
         return [_ref_calls(reference, "reference")], False, None
     if not isinstance(reference, dict):
@@ -100,7 +123,7 @@ class ToolCallsVerifier(Verifier[ToolCallsOptions]):
     )
     Options = ToolCallsOptions
     binary = False  # 0/1 unless partial credit is asked for
-    inline_max_chars = 4000
+    inline_max_chars = 4000  # parsing is bounded (depth, calls) and the reference's size is capped (_bounded)
 
     def check(self, response: str, reference: Any, options: ToolCallsOptions) -> Verdict:
         return self.check_item(VerifyItem(self.name, response, reference), options)
