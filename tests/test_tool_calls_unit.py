@@ -141,6 +141,12 @@ def test_dotted_names_keep_their_dots_in_text_but_may_be_underscored_by_an_api()
     assert check("[math_factorial(number=5)]", ref(answers, renamed)).score == 1.0
 
 
+def test_python_arguments_read_like_bfcls_decoder() -> None:
+    answer = [{"f": {"s": ["ab"], "n": [1024], "x": [-0.5], "t": [[1, 2]]}}]
+    assert check('[f(s="a" + "b", n=2**10, x=-1/2, t=(1, 2))]', answer).score == 1.0
+    assert check("[f(s=ab, n=1024, x=-0.5, t=[1, 2])]", answer).score == 1.0  # a bare name is its text
+
+
 def test_exact_call_reference_and_no_spec() -> None:
     exact = [{"name": "book", "arguments": {"room": "A-1", "nights": 2, "guests": ["ann", "bo"]}}]
     assert check('[book(room="a1", nights=2, guests=["Ann", "Bo"])]', exact).score == 1.0
@@ -152,6 +158,7 @@ def test_irrelevance_no_call_is_right() -> None:
     assert check("None of these tools can compute a triangle's area.", []).score == 1.0
     assert check("[]", []).score == 1.0
     assert check('<tool_call>{"name": "get_weather", "arguments": {</tool_call>', []).score == 1.0
+    assert check("[area(r=math.pi)]", []).score == 1.0  # BFCL's decoder fails on an attribute: no call
     v = check(hermes(("get_weather", {"city": "x"})), ref([]))
     assert (v.status, v.score) == (Status.OK, 0.0)
 

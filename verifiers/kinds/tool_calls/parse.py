@@ -159,6 +159,8 @@ def _arithmetic(node: ast.BinOp, depth: int) -> Any:
     """Plain arithmetic on numbers (``1/3``, ``2**10``), which BFCL evaluates; bounded so it cannot explode."""
     op = _ARITHMETIC.get(type(node.op))
     left, right = _literal(node.left, depth + 1), _literal(node.right, depth + 1)
+    if isinstance(node.op, ast.Add) and isinstance(left, str) and isinstance(right, str):
+        return left + right  # both already in the (bounded) text
     if op is None or not (_number(left) and _number(right)):
         raise Malformed(f"unsupported expression {ast.unparse(node)[:80]!r}")
     if isinstance(node.op, ast.Pow) and (abs(right) > 64 or abs(left) > 1e6):
@@ -204,7 +206,7 @@ def _literal(node: ast.expr, depth: int = 0) -> Any:
         if not node.keywords:
             return ast.unparse(node)
         return _py_call(node, depth + 1)
-    if isinstance(node, ast.Attribute | ast.Subscript | ast.Lambda):
+    if isinstance(node, ast.Subscript | ast.Lambda):  # kept as source text; BFCL's decoder fails on attributes
         return ast.unparse(node)
     raise Malformed(f"unsupported expression {type(node).__name__}")
 
