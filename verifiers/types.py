@@ -82,14 +82,16 @@ class Verdict:
         return cls(Status.UNAVAILABLE, None, reason, details)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "score": self.score,
             "status": self.status.value,
             "reason": self.reason,
             "details": self.details,
             "elapsed_ms": self.elapsed_ms,
-            "turn_scores": self.turn_scores,
         }
+        if self.turn_scores is not None:  # only verifiers that define per-turn scores set them
+            out["turn_scores"] = self.turn_scores
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Verdict:
