@@ -82,7 +82,7 @@ class Verdict:
         return cls(Status.UNAVAILABLE, None, reason, details)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {
+        out: dict[str, Any] = {
             "score": self.score,
             "status": self.status.value,
             "reason": self.reason,
