@@ -23,7 +23,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import service
-from tests.sql_helpers import build_databases
+from tests.support.sql import build_databases
 
 
 def workload(n: int) -> list[tuple[str, str]]:

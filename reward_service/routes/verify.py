@@ -56,12 +56,14 @@ MAX_NESTING = 64  # lists/objects inside a reference or options; deeper is never
 
 def nesting_depth(value: Any) -> int:
     """How deep lists and objects nest in a JSON value, without recursion (a hostile body can nest thousands deep)."""
+    if not isinstance(value, (list, dict)):
+        return 0
     deepest, stack = 0, [(value, 1)]
-    while stack:
+    while stack:  # only containers are pushed: scalars (most of a body) cost one isinstance each
         node, depth = stack.pop()
-        if isinstance(node, (list, dict)):
-            deepest = max(deepest, depth)
-            stack.extend((v, depth + 1) for v in (node.values() if isinstance(node, dict) else node))
+        deepest = max(deepest, depth)
+        stack.extend((v, depth + 1) for v in (node.values() if isinstance(node, dict) else node)
+                     if isinstance(v, (list, dict)))
     return deepest
 
 

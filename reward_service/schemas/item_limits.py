@@ -29,9 +29,21 @@ def json_nodes(value: Any) -> Iterator[tuple[Any, tuple[Any, ...]]]:
             stack.extend((v, (*at, j)) for j, v in enumerate(node))
 
 
+def _as_json(value: Any) -> str | None:
+    """The value as JSON text (non-ASCII kept), or None when it cannot be written (nested past the recursion limit,
+    an integer past Python's int-to-text limit): the walks below then look at every node."""
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (ValueError, TypeError, RecursionError):
+        return None
+
+
 def surrogate_path(value: Any) -> list[Any] | None:
     """Where a lone surrogate sits in a JSON value (it decodes from "\\ud800" but cannot be encoded back, so any
     answer echoing it would fail as a 500), or None: the key itself when a key holds one."""
+    text = _as_json(value)
+    if text is not None and not _SURROGATE.search(text):  # one C-speed scan clears the common case
+        return None
     for node, at in json_nodes(value):
         if isinstance(node, str) and _SURROGATE.search(node):
             return list(at)
@@ -64,6 +76,10 @@ async def reject_lone_surrogates(request: Request) -> None:
 
 def number_problem(value: Any, max_digits: int) -> tuple[tuple[Any, ...], str] | None:
     """The path of the first number that is not finite or has more than ``max_digits`` digits, and what is wrong."""
+    text = _as_json(value)
+    if text is not None and "NaN" not in text and "Infinity" not in text and not re.search(
+            rf"\d{{{max_digits + 1}}}", text):  # neither can hide from the JSON text: skip the walk
+        return None
     for node, at in json_nodes(value):
         if isinstance(node, bool):
             continue

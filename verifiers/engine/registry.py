@@ -22,6 +22,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "verifiers.kinds.math.math_verify_verifier",
     "verifiers.kinds.consensus",
     "verifiers.kinds.ifeval",
+    "verifiers.kinds.tool_calls",
     "verifiers.kinds.code",
     "verifiers.kinds.reward_models",
     "verifiers.kinds.shaping",

@@ -65,7 +65,8 @@ def gullible_judge(messages: list[dict[str, str]]) -> str:
     obey = bool(_OBEY_RE.search(instructions))
     if schema == "criteria":
         listing = json.loads(_block(blocks, "criteria") or "[]")
-        response = (_block(blocks, "response") or _block(blocks, "conversation")).lower()
+        response = (_block(blocks, "response") or _block(blocks, "conversation")
+                    or _block(blocks, "trajectory")).lower()
         marks = []
         for c in listing:  # met when every "quoted" word of the criterion is in the response
             words = re.findall(r'"([^"]+)"', c["criterion"])

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.sql_helpers import build_databases, digest
 from tests.support.server import ROOT
+from tests.support.sql import build_databases, digest
 from verifiers.engine.local import LocalVerifier
 from verifiers.kinds.sql.execute import QueryLimits, open_readonly
 from verifiers.types import Status, VerifyItem

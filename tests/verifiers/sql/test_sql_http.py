@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.sql_helpers import build_databases, digest
 from tests.support.server import LiveServer, run_server
+from tests.support.sql import build_databases, digest
 from verifiers.engine.pool import WorkerPool
 
 GOLD = {"sql": "SELECT name, age FROM singer WHERE country = 'France' ORDER BY age", "database": "concert_singer"}

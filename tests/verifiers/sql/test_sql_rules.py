@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.sql_helpers import build_databases
+from tests.support.sql import build_databases
 from verifiers.kinds.sql.compare import Rule, compare
 from verifiers.kinds.sql.extract import extract_query
 from verifiers.kinds.sql.lexer import orders_rows, statements, without_word

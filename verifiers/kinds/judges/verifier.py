@@ -24,7 +24,7 @@ from verifiers.kinds.judges.registry import JUDGES
 from verifiers.types import InvalidReference, UnknownVerifier, Verdict, VerifierFailed, VerifyItem
 
 T = TypeVar("T")
-JUDGE_VERIFIERS = ("judge_reference", "rubric", "checklist", "pairwise", "generative_prm")
+JUDGE_VERIFIERS = ("judge_reference", "rubric", "checklist", "pairwise", "generative_prm", "trajectory_checklist")
 
 
 class JudgeOptions(BaseOptions):
@@ -256,7 +256,10 @@ def _evidence_found(evidence: str, response: str) -> bool:
     return all(span in haystack for span in spans if span)
 
 
-def _criteria(reference: Any, key: str) -> tuple[list[Criterion], str | None]:
+CriterionT = TypeVar("CriterionT", bound="Criterion")
+
+
+def _criteria(reference: Any, key: str, model: type[CriterionT]) -> tuple[list[CriterionT], str | None]:
     question = None
     if isinstance(reference, dict):
         question = _question(reference)
@@ -264,7 +267,7 @@ def _criteria(reference: Any, key: str) -> tuple[list[Criterion], str | None]:
     if not isinstance(reference, list) or not reference:
         raise InvalidReference(f"reference must be a non-empty list of criteria or {{\"{key}\": [...]}}")
     try:
-        items = [Criterion.model_validate({"text": c} if isinstance(c, str) else c) for c in reference]
+        items = [model.model_validate({"text": c} if isinstance(c, str) else c) for c in reference]
     except ValidationError as exc:
         raise InvalidReference(f"bad criterion: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}") from None
     for i, c in enumerate(items):
@@ -280,15 +283,21 @@ def _marks(out: str, ids: Sequence[str]) -> dict[str, CriterionMark]:
     return parse_criteria(out, ids)[0]
 
 
+PromptBuilder = Callable[[Sequence[tuple[str, str]]], Messages]  # the judge's messages for a group of criteria
+
+
 async def mark_criteria(
-    ctx: Context, options: RubricOptions, graded: Graded, criteria: list[Criterion], question: str | None
+    ctx: Context, options: RubricOptions, prompt: PromptBuilder, own: str, criteria: list[Criterion], *,
+    evidence_in: dict[str, str] | None = None,
 ) -> tuple[list[dict[str, Any]], Ballots]:
-    """Each criterion's majority mark over k samples, with fabricated evidence counted against it."""
-    text = graded.own
+    """Each criterion's majority mark over k samples, with fabricated evidence counted against it. ``prompt`` builds
+    the judge's messages for a group of (id, text) criteria. A quote must be found in ``evidence_in[id]`` when given
+    (a trajectory item's own turn), else anywhere in ``own`` (the model's own text: a quote of the user's question is
+    no evidence)."""
     pairs = [(c.id or "", c.text) for c in criteria]
     groups = [pairs[i:i + 1] for i in range(len(pairs))] if options.per_criterion_calls else [pairs]
     results = await asyncio.gather(*(
-        ask(ctx, options, prompts.criteria_messages(graded.candidate, group, question),
+        ask(ctx, options, prompt(group),
             functools.partial(_marks, ids=[cid for cid, _ in group]))
         for group in groups
     ))
@@ -303,9 +312,10 @@ async def mark_criteria(
     for c in criteria:
         votes = []
         fabricated = 0
+        haystack = (evidence_in or {}).get(c.id or "", own)
         for mark in marks[c.id or ""]:
             honest = not (options.check_evidence and mark.met and mark.evidence
-                          and not _evidence_found(mark.evidence, text))
+                          and not _evidence_found(mark.evidence, haystack))
             fabricated += not honest
             votes.append(mark.met and honest)
         met, agreement = yes_vote(votes)
@@ -325,7 +335,7 @@ class CriteriaVerifier(JudgeVerifier):
     binary = False
 
     def criteria(self, reference: Any) -> tuple[list[Criterion], str | None]:
-        return _criteria(reference, self.reference_key)
+        return _criteria(reference, self.reference_key, Criterion)
 
     def score(self, rows: list[dict[str, Any]], options: Any) -> tuple[float, str, dict[str, Any]]:
         raise NotImplementedError
@@ -337,7 +347,9 @@ class CriteriaVerifier(JudgeVerifier):
         guarded = graded.guarded
         if guarded.refusal:
             return refusal(guarded)
-        rows, ballots = await mark_criteria(ctx, options, graded, criteria, question)
+        rows, ballots = await mark_criteria(
+            ctx, options, lambda group: prompts.criteria_messages(graded.candidate, group, question), graded.own,
+            criteria)
         score, reason, details = self.score(rows, options)
         return Verdict.ok(score, reason, **details, **call_details(ballots, options, guarded))
 
@@ -369,7 +381,7 @@ class ChecklistVerifier(CriteriaVerifier):
     reference_key = "items"
 
     def criteria(self, reference: Any) -> tuple[list[Criterion], str | None]:
-        items, question = _criteria(reference, self.reference_key)
+        items, question = _criteria(reference, self.reference_key, Criterion)
         for item in items:  # a checklist item is plain yes/no: equal weight, none gating
             item.weight, item.required = 1.0, False
         return items, question
