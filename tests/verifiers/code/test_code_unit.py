@@ -119,3 +119,13 @@ def test_candidate_side_turns_impostors_into_plain_data_or_handles() -> None:
     decoded = from_wire(wire, lambda rid: RemoteRef(Conn(), rid, "x"))
     assert type(decoded[0]) is list and decoded[0] != [2]
     assert decoded[1] != 5 and 5 != decoded[1] and decoded[1] != decoded[1].__class__  # handles equal nothing
+
+
+def test_plans_are_kept_by_reference_and_refusals_are_not() -> None:
+    reference = {"test_list": ["assert f(1) == 2", "assert f(2) == 3"]}
+    first = build_plan(reference)
+    assert build_plan(dict(reversed(list(reference.items())))) is first  # the same reference, keys in another order
+    assert build_plan({"test_list": ["assert f(1) == 2"]}) is not first
+    for _ in range(2):  # a refusal is raised every time, never remembered as a plan
+        with pytest.raises(InvalidReference):
+            build_plan({"test_list": ["assert f(1) =="]})

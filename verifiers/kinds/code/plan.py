@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
+import json
 import math
 import sys
 from dataclasses import dataclass, field
@@ -25,7 +27,7 @@ class Case:
     output: str
 
 
-@dataclass
+@dataclass(frozen=True)
 class TestPlan:
     kind: Literal["function", "asserts", "stdio"]
     language: str
@@ -147,16 +149,17 @@ def preload_modules(*sources: str) -> list[str]:
         except SyntaxError:
             continue
         bound: set[str] = set()
+        used: set[str] = set()
         for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
+            if isinstance(node, ast.Name):
+                (used if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+            elif isinstance(node, ast.Import):
                 names.update(alias.name for alias in node.names)
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 names.add(node.module)
-            elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-                bound.add(node.id)
             elif isinstance(node, ast.arg):
                 bound.add(node.arg)
-        names.update({n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id in stdlib} - bound)
+        names.update((used & stdlib) - bound)
     return sorted(n for n in names if n.split(".")[0] not in _NO_PRELOAD and n.split(".")[-1] != "__main__")
 
 
@@ -258,6 +261,22 @@ def _weights(ref: dict[str, Any], count: int) -> list[float]:
 
 
 def build_plan(reference: Any) -> TestPlan:
+    """The tests of a reference, ready to run. A plan depends on the reference alone, and the rollouts of a group
+    (and later epochs) share theirs, so plans are kept by the reference's JSON text: parsing and rewriting the tests
+    is most of the host's work per program."""
+    try:
+        key = json.dumps(reference, sort_keys=True, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError):
+        return _build_plan(reference)
+    return _cached_plan(key)
+
+
+@functools.lru_cache(maxsize=1024)
+def _cached_plan(key: str) -> TestPlan:
+    return _build_plan(json.loads(key))
+
+
+def _build_plan(reference: Any) -> TestPlan:
     if not isinstance(reference, dict):
         raise InvalidReference("reference must be an object holding 'test', 'test_list' or 'cases'")
     language = reference.get("language", "python")
