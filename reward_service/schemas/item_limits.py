@@ -41,9 +41,10 @@ def _as_json(value: Any) -> str | None:
 def surrogate_path(value: Any) -> list[Any] | None:
     """Where a lone surrogate sits in a JSON value (it decodes from "\\ud800" but cannot be encoded back, so any
     answer echoing it would fail as a 500), or None: the key itself when a key holds one."""
-    text = _as_json(value)
-    if text is not None and not _SURROGATE.search(text):  # one C-speed scan clears the common case
-        return None
+    if isinstance(value, (dict, list)):  # a container: one C-speed scan of its text clears the common case
+        text = _as_json(value)
+        if text is not None and not _SURROGATE.search(text):
+            return None
     for node, at in json_nodes(value):
         if isinstance(node, str) and _SURROGATE.search(node):
             return list(at)
@@ -76,10 +77,13 @@ async def reject_lone_surrogates(request: Request) -> None:
 
 def number_problem(value: Any, max_digits: int) -> tuple[tuple[Any, ...], str] | None:
     """The path of the first number that is not finite or has more than ``max_digits`` digits, and what is wrong."""
-    text = _as_json(value)
-    if text is not None and "NaN" not in text and "Infinity" not in text and not re.search(
-            rf"\d{{{max_digits + 1}}}", text):  # neither can hide from the JSON text: skip the walk
+    if isinstance(value, str) or value is None:
         return None
+    if isinstance(value, (dict, list)):  # neither can hide from a container's JSON text: one scan may skip the walk
+        text = _as_json(value)
+        if text is not None and "NaN" not in text and "Infinity" not in text and not re.search(
+                rf"\d{{{max_digits + 1}}}", text):
+            return None
     for node, at in json_nodes(value):
         if isinstance(node, bool):
             continue
