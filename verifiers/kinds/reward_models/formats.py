@@ -7,6 +7,7 @@ or ``ки`` into its answer cannot plant extra markers.
 """
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +45,9 @@ class Encoder:
     def __init__(self, spec: ModelSpec, tokenizer: Any) -> None:
         self.spec = spec
         self.tok = tokenizer
+        # The hub encodes in worker threads, several callers at once, and a fast tokenizer is not safe to share
+        # across threads: encodings came out different now and then. One encoding at a time per model.
+        self._encoding = threading.Lock()
         has_template = bool(getattr(tokenizer, "chat_template", None))
         if spec.template == "chat" and not has_template:
             raise ValueError(f"model {spec.name!r}: template 'chat' asked for but the tokenizer has no chat template")
@@ -88,6 +92,10 @@ class Encoder:
     # --- layouts -------------------------------------------------------------------------------------------
     def encode_steps(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[Encoded]:
         """PRM inputs: a score position after each step."""
+        with self._encoding:
+            return self._encode_steps(items)
+
+    def _encode_steps(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[Encoded]:
         frames = self._frames([p for p, _ in items])
         prefixes = self._prefix_ids([h for h, _ in frames])
         flat = [s for _, steps in items for s in steps]
@@ -120,6 +128,10 @@ class Encoder:
 
     def encode_responses(self, items: Sequence[tuple[str, str]]) -> list[Encoded]:
         """ORM inputs: the whole conversation, scored at its last token."""
+        with self._encoding:
+            return self._encode_responses(items)
+
+    def _encode_responses(self, items: Sequence[tuple[str, str]]) -> list[Encoded]:
         frames = self._frames([p for p, _ in items])
         prefixes = self._prefix_ids([h for h, _ in frames])
         bodies = self._ids([r for _, r in items], plain_text=True)
