@@ -67,7 +67,6 @@ class Frames:
     """What the supervisor reported of one run besides its output."""
 
     report: Report | None = None
-    clean: bool = False  # the supervisor said the sandbox can serve another run
     single: RunResult | None = None  # a single run's program outcome (its one case)
     compile_output: str = ""
     files: dict[str, str] = field(default_factory=dict)

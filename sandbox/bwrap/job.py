@@ -25,6 +25,9 @@ log = logging.getLogger("sandbox.bwrap")
 
 OVERHEAD_MB = 64  # the supervisor's interpreter and kernel bookkeeping, on top of memory_mb + disk_mb
 HELD_SLACK = 16 << 20  # memory a finished run may leave charged (the supervisor's own heap moving) before no reuse
+# How long after a run's report its manager may take to exit (freeing the run's memory) and the supervisor to say
+# the sandbox can serve another run; past it the sandbox is killed
+SETTLE_S = 10.0
 
 
 class LimitRefused(Exception):
@@ -38,11 +41,13 @@ def _memory_limit_mb(config: BwrapConfig, limits: Limits, compiling: bool) -> in
 
 async def execute(config: BwrapConfig, box: Sandbox, job: bytes, limits: Limits, compiled: bool,
                   marks: dict[str, float] | None = None, cases: list[RunResult] | None = None) -> RunResult:
-    """Hand the job over and read the frames of the run's manager until its ``REPORT``, then the supervisor's
-    ``OVER``. In batch mode (``cases``) each case's result is appended to ``cases`` as
-    its header arrives. The manager keeps each case's wall clock; the host keeps a backstop (the compile budget,
-    then the run's clock and a grace) and destroys a sandbox that overruns it, or whose supervisor did not say,
-    once the manager was gone, that the sandbox can serve another run."""
+    """Hand the job over and read the frames of the run's manager until its ``REPORT``: the run's answer is whole
+    then (every process of the run is dead), so it is returned at once, and what the supervisor says of the sandbox
+    afterwards (``OVER``, once the manager exited) is left to ``box.settling`` (``settle``), off the run's critical
+    path. In batch mode (``cases``) each case's result is appended to ``cases`` as its header arrives. The manager
+    keeps each case's wall clock; the host keeps a backstop (the compile budget, then the run's clock and a grace)
+    and destroys a sandbox that overruns it, or whose supervisor did not say, once the manager was gone, that the
+    sandbox can serve another run."""
     marks = {} if marks is None else marks
     loop = asyncio.get_running_loop()
     backstop = limits.wall_s + 2.0 if cases is None else config.batch_budget_s + limits.wall_s + 5.0
@@ -94,14 +99,15 @@ async def execute(config: BwrapConfig, box: Sandbox, job: bytes, limits: Limits,
                     marks["reported"] = time.perf_counter()
                     got.report = json.loads(data)
                     supervisor_marks(got.report, marks)
-                else:  # OVER, the run is over: its data says why the sandbox must go, if so; or b"" (the
-                    # supervisor is gone) or a frame that never comes here
-                    got.clean = kind == FrameKind.OVER and not data and got.report is not None
+                    break
+                else:  # the supervisor is gone (b""), or said the run is over without its report, or sent a frame
+                    # that never comes here: the sandbox goes
                     break
     except TimeoutError:
         timed_out = True
-    box.reusable = got.clean and not timed_out and await _holds_nothing(box)
-    if not box.reusable:
+    if got.report is not None and not timed_out:
+        box.settling = settle(box, loop.time() + SETTLE_S)
+    else:
         box.kill()  # whatever is left of the run dies with its supervisor
     marks["collected"] = time.perf_counter()
     compile_timed_out = timed_out and compiled and not started
@@ -140,6 +146,21 @@ def _result(got: Frames, batch: bool, limits: Limits, *, wall_ms: float, timed_o
     # died before reporting: that is the sandbox failing, never the program's verdict.
     return RunResult(RunStatus.SANDBOX_ERROR, wall_ms=wall_ms,
                      reason="the sandbox's supervisor exited without a report")
+
+
+async def settle(box: Sandbox, deadline: float) -> None:
+    """After a run's report: wait for the supervisor's ``OVER`` (sent once the run's manager exited and the
+    supervisor checked that nothing of the run is alive and its own limits are as they were). The sandbox serves
+    another run only if that frame came, empty, before ``deadline`` (the event loop's clock) and the run left nothing
+    pinned in its memory cgroup; else it is killed."""
+    try:
+        async with asyncio.timeout_at(deadline):
+            kind, data = await read_frame(box.result)
+    except TimeoutError:
+        kind, data = b"", b""
+    box.reusable = kind == FrameKind.OVER and not data and await _holds_nothing(box)
+    if not box.reusable:
+        box.kill()
 
 
 async def _holds_nothing(box: Sandbox) -> bool:

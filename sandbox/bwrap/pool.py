@@ -9,6 +9,7 @@ import logging
 import os
 import signal
 import time
+from collections.abc import Coroutine
 from pathlib import Path
 
 from sandbox.bwrap.config import BwrapConfig
@@ -18,6 +19,9 @@ from sandbox.cgroups import MemoryCgroups, MemoryGroup
 from sandbox.spawn import kill_and_wait, start_process
 
 log = logging.getLogger("sandbox.bwrap")
+
+# How long a run waits for a sandbox that is settling after its last run when none is idle, before it starts one
+SETTLE_WAIT_S = 1.0
 
 
 class SandboxStartError(RuntimeError):
@@ -47,6 +51,8 @@ class Sandbox:
         self.held_base = 0  # what the idle supervisor holds in its memory cgroup (MemoryGroup.held_bytes)
         # True only after a run whose manager reported and exited, and the supervisor said nothing of it is left
         self.reusable = False
+        # after a run's report: what is left to wait for before the sandbox may serve another (job.settle)
+        self.settling: Coroutine[None, None, None] | None = None
 
     def find_supervisor(self) -> None:
         """Hold a pidfd of bwrap's child. The supervisor runs under another uid, so bwrap (which keeps no CAP_KILL)
@@ -100,6 +106,7 @@ class WarmPool:
         self._single_use_logged = False
         self.stats = stats
         self.phase_ms = phase_ms
+        self._settling: set[asyncio.Task[None]] = set()  # sandboxes on their way back after a run (give_back)
 
     async def start(self) -> None:
         """Fill the warm pool once (so /readyz means "runs are fast now") and keep it filled."""
@@ -114,8 +121,14 @@ class WarmPool:
             self._refill_task.cancel()
             with contextlib.suppress(BaseException):
                 await self._refill_task
+        await self.settled()
         while not self.warm.empty():
             await self._release(self.warm.get_nowait())
+
+    async def settled(self) -> None:
+        """Every sandbox that was settling after its run is back in the pool or gone."""
+        while self._settling:
+            await asyncio.gather(*self._settling, return_exceptions=True)
 
     async def _take_uid(self) -> int | None:
         if not self._privileged:
@@ -246,8 +259,17 @@ class WarmPool:
         return self.config.warm_pool - self.warm.qsize() - self._busy_reusable
 
     async def take(self, fresh: bool = False) -> Sandbox:
+        """A warm sandbox, else one that is settling after its last run (a wait of a few milliseconds, against a
+        cold start's tens), else a new one."""
         box = None
-        while box is None and not fresh and not self.warm.empty():
+        settle_until = time.monotonic() + SETTLE_WAIT_S
+        while box is None and not fresh:
+            if self.warm.empty():
+                left = settle_until - time.monotonic()
+                if not self._settling or left <= 0:
+                    break
+                await asyncio.wait(set(self._settling), timeout=left, return_when=asyncio.FIRST_COMPLETED)
+                continue
             box = self.warm.get_nowait()
             if box.proc.returncode is not None:  # died while idle (killed from outside): never hand it a job
                 await self._release(box)
@@ -265,7 +287,15 @@ class WarmPool:
         return box
 
     async def give_back(self, box: Sandbox) -> None:
-        """After a run: back to the pool if nothing of the run is left and the pool has room, else gone."""
+        """After a run: back to the pool if nothing of the run is left and the pool has room, else gone. A sandbox
+        still settling (its supervisor has yet to say it can serve another run) comes back once it has, in a task of
+        its own: the run's caller has its answer already."""
+        if box.settling is not None:
+            settling, box.settling = box.settling, None
+            task = asyncio.create_task(self._settle_then_give_back(box, settling))
+            self._settling.add(task)
+            task.add_done_callback(self._settling.discard)
+            return
         if box.runs_left > 0:
             self._busy_reusable -= 1
         if (box.reusable and box.runs_left > 0 and not self._closed
@@ -275,3 +305,9 @@ class WarmPool:
             return
         await self._release(box)
         self._refill_wanted.set()
+
+    async def _settle_then_give_back(self, box: Sandbox, settling: Coroutine[None, None, None]) -> None:
+        try:
+            await settling
+        finally:
+            await asyncio.shield(self.give_back(box))

@@ -32,7 +32,10 @@ class OneSandbox:
             limits: Limits | None = None) -> RunResult:
         request = RunRequest(code=SUPERVISOR + code, stdin=stdin, files=files or {}, collect=collect or [],
                              limits=limits or Limits(wall_s=10))
-        return self.loop.run_until_complete(self.backend.run(request))
+        result = self.loop.run_until_complete(self.backend.run(request))
+        # one run after another, as a caller that waits for each: the sandbox is back in the pool before the next
+        self.loop.run_until_complete(self.backend._pool.settled())
+        return result
 
     def close(self) -> None:
         self.loop.run_until_complete(self.backend.close())
