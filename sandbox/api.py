@@ -54,10 +54,16 @@ class RunRequest:
     files: dict[str, str] = field(default_factory=dict)  # extra files written into the work dir (relative paths)
     collect: list[str] = field(default_factory=list)  # work-dir files read back after the run (size-capped)
     limits: Limits = field(default_factory=Limits)
+    # "loopback": a network namespace of the run's own with its loopback up (127.0.0.1 and ::1 work as anywhere);
+    # "none": unix sockets only, and the run skips making a network namespace (a tenth of a short run's CPU)
+    network: str = "loopback"
     # Library callers running one fixed, trusted Python program many times (the code verifier's harness): the host
     # compiles it once and every run skips compiling it. Never set from a request: the host must not compile
     # untrusted code in its own process.
     precompiled: bool = False
+
+
+NETWORKS = ("loopback", "none")
 
 
 @dataclass

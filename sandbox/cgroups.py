@@ -60,12 +60,18 @@ class MemoryGroup:
 
     path: Path
     version: int
+    limit: int = 0  # the limit this object last set (0: none yet); only the host writes the group's limit
 
     @property
     def procs(self) -> Path:
         return self.path / "cgroup.procs"
 
     def set_limit(self, limit_bytes: int) -> None:
+        """Set the group's memory limit (and swap limit), unless it is the one set last: the runs of a reused sandbox
+        mostly ask for the same, and each write is a few file operations on the host's event loop."""
+        if limit_bytes == self.limit:
+            return
+        self.limit = 0  # unknown until every write below went through
         if self.version == 1:
             swap = self.path / "memory.memsw.limit_in_bytes"
             current = int((self.path / "memory.limit_in_bytes").read_text())
@@ -80,6 +86,7 @@ class MemoryGroup:
             (self.path / "memory.max").write_text(str(limit_bytes))
             with contextlib.suppress(OSError):
                 (self.path / "memory.swap.max").write_text("0")
+        self.limit = limit_bytes
 
     def held_bytes(self) -> int:
         """Anonymous and shared memory (memfd, tmpfs, SysV segments) and socket buffers charged to the group, page

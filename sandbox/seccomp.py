@@ -40,6 +40,10 @@ SOL_IPV6, IPV6_FLOWLABEL_MGR = 41, 32
 # AF_NETLINK (libc's getifaddrs). Others are refused: AF_VSOCK is not isolated by a network namespace at all (it
 # reaches the hypervisor), and the rest (packet, bluetooth, RDS, crypto sockets...) are kernel surface no test needs.
 SOCKET_FAMILIES = (1, 2, 10, 16)
+# A run without a network (``RunRequest.network == "none"``) runs in the sandbox's own network namespace, which every
+# such run of it shares: unix sockets only, whose names and buffers die with the run's processes (the run manager
+# checks that none is left in flight), so no run can leave state of the namespace for the next.
+OFFLINE_SOCKET_FAMILIES = (1,)
 
 # clone(2) flags that create namespaces; all live in the low 32 bits of the first argument on both arches below
 CLONE_NEW_FLAGS = (0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
@@ -103,7 +107,8 @@ def _ins(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
     return struct.pack("<HBBI", code, jt, jf, k)
 
 
-def build(machine: str | None = None, *, refuse_memfd: bool = False) -> Filter | None:
+def build(machine: str | None = None, *, refuse_memfd: bool = False,
+          socket_families: tuple[int, ...] = SOCKET_FAMILIES) -> Filter | None:
     """The filter for this host's architecture, or None where we have no syscall table (then: no filter, and the
     backend says so in its isolation report)."""
     arch = machine or platform.machine()
@@ -144,9 +149,9 @@ def build(machine: str | None = None, *, refuse_memfd: bool = False) -> Filter |
     ]
     # socket families: an allow list (see SOCKET_FAMILIES); EAFNOSUPPORT is what a program expects of a family the
     # kernel lacks
-    families = len(SOCKET_FAMILIES)
+    families = len(socket_families)
     out += [_ins(_JEQ_K, table["socket"], 0, families + 3), _ins(_LD_W_ABS, _ARG0_LOW)]
-    out += [_ins(_JEQ_K, family, families - k, 0) for k, family in enumerate(SOCKET_FAMILIES)]
+    out += [_ins(_JEQ_K, family, families - k, 0) for k, family in enumerate(socket_families)]
     out += [_ins(_RET_K, RET_ERRNO | errno.EAFNOSUPPORT), _ins(_RET_K, RET_ALLOW)]
     # clone3 passes its flags in memory BPF cannot read: ENOSYS makes libc fall back to clone(2), checked below
     out += [_ins(_JEQ_K, table["clone3"], 0, 1), _ins(_RET_K, RET_ERRNO | errno.ENOSYS)]

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -57,10 +57,13 @@ class RunIn(BaseModel):
     files: dict[str, str] = Field(default_factory=dict, description="Extra files (relative paths) in the work dir.")
     collect: list[str] = Field(default_factory=list, description="Work-dir files to read back after the run.")
     limits: LimitsIn = Field(default_factory=LimitsIn, description="Omitted fields take the server defaults.")
+    network: Literal["loopback", "none"] = Field(
+        "loopback", description="loopback: a network of the run's own, loopback only (127.0.0.1 and ::1); none: unix "
+                                "sockets only, and a lighter run")
 
     def to_request(self, language: str, limits: Limits) -> RunRequest:
         return RunRequest(code=self.code, language=language, stdin=self.stdin, args=list(self.args),
-                          files=dict(self.files), collect=list(self.collect), limits=limits)
+                          files=dict(self.files), collect=list(self.collect), limits=limits, network=self.network)
 
 
 class RunBatchIn(BaseModel):

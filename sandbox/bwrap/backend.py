@@ -25,7 +25,7 @@ import time
 from dataclasses import asdict
 
 from sandbox import seccomp
-from sandbox.api import Backend, Limits, RunRequest, RunResult, RunStatus, run_client, run_source
+from sandbox.api import NETWORKS, Backend, Limits, RunRequest, RunResult, RunStatus, run_client, run_source
 from sandbox.bwrap.config import BwrapConfig
 from sandbox.bwrap.job import LimitRefused, compiled_code, execute
 from sandbox.bwrap.layout import WORK_IN_SANDBOX, Layout
@@ -62,6 +62,8 @@ class BwrapBackend(Backend):
             self._cgroups, self._cgroup_reason = MemoryCgroups.detect(None if c.memory_cgroup == "auto"
                                                                       else c.memory_cgroup)
         self._filter = seccomp.build(refuse_memfd=self._cgroups is None)
+        self._offline_filter = seccomp.build(refuse_memfd=self._cgroups is None,
+                                             socket_families=seccomp.OFFLINE_SOCKET_FAMILIES)
         self._slots = FairSlots(c.max_concurrent)  # taken in turns by source (sandbox.api.run_source)
         self.stats = {"runs": 0, "warm_hits": 0, "cold_starts": 0, "sandbox_errors": 0, "reuses": 0}
         self.phase_ms: dict[str, float] = {}  # summed per phase of PHASES, plus "runs", "spawns" and "spawn
@@ -177,6 +179,7 @@ class BwrapBackend(Backend):
                           "file_size_mb": max(limits.file_size_mb, 256), "open_files": max(limits.open_files, 1024)}
         tools = self._layout.tools.get(lang.spec.name, {})
         py = self._layout.python.executable
+        rules = self._offline_filter if request.network == "none" and self._offline_filter else self._filter
         return {
             "files": files,  # (name, size) in the order of their contents
             "payload_bytes": sum(size for _, size in files),
@@ -202,7 +205,9 @@ class BwrapBackend(Backend):
             "collect_budget": limits.output_bytes,  # all collected files together: the run's output budget
             "disk_bytes": limits.disk_mb << 20,
             "inodes": max(4096, limits.disk_mb * 256),
-            "seccomp": self._filter.program.hex() if self._filter else "",
+            # without a filter to keep a run to unix sockets, every run has a network namespace of its own
+            "own_network": request.network != "none" or self._offline_filter is None,
+            "seccomp": rules.program.hex() if rules else "",
             "await_go": bool(spec.compile) and self._cgroups is not None,
         }
 
@@ -214,7 +219,8 @@ class BwrapBackend(Backend):
             raise ValueError(f"unknown language {request.language!r}")  # callers validate first; see check_request
         if not lang.available:
             return [], RunResult(RunStatus.SANDBOX_ERROR, reason=f"{name} is not available on this host: {lang.reason}")
-        problem = files_problem(list(request.files), program=lang.spec.file_for(request.code)) or collect_problem(
+        problem = (f"network must be one of {', '.join(NETWORKS)}" if request.network not in NETWORKS else "") or \
+            files_problem(list(request.files), program=lang.spec.file_for(request.code)) or collect_problem(
             request.collect) or next(
             (f"argument {i} contains a NUL character" for i, a in enumerate(request.args) if "\0" in a), "")
         if problem:  # the HTTP edge answers these with a 422; a library caller gets the same words

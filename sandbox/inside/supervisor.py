@@ -9,8 +9,8 @@ Then pid 1 hands over to the supervisor proper, pid 1 of a pid namespace that ou
 may unshare a pid namespace for each run and return to its own: one fork per run), and waits for it. The
 supervisor never reads a job: a program that is a fork of it (inline Python) would find an earlier run's job in its
 memory. For each run it forks a *run manager* from its clean memory, pid 1 of a pid namespace of the run's own. The
-manager unshares the run's mount, IPC and network namespaces (a /proc and a devpts instance of its own, loopback
-up), then reads the job from stdin: names,
+manager unshares the run's mount and IPC namespaces (a /proc and a devpts instance of its own), then reads the job
+from stdin (and, for a job that may use the network, unshares a network namespace with its loopback up): names,
 sizes, commands and limits (marshal); the files' contents, arguments, stdin and the names to collect are spliced
 into memfds behind it. It mounts one tmpfs of the job's ``disk_mb`` (seen at /work, /tmp and /dev/shm), copies the
 files into it kernel to kernel, runs the compile step if the language has one, then the program once per case (a
@@ -89,6 +89,9 @@ CHILD_WAKE = (-1, -1)  # a pipe SIGCHLD writes to (signal.set_wakeup_fd): the ru
 # last frame of the run, and the sandbox may serve another (DONE) or not (DIRTY); no job came (NO_JOB: the host
 # closed stdin); the run's namespaces could not be made, and nothing was sent or read (UNSHARED).
 DONE, DIRTY, NO_JOB, UNSHARED = 0, 3, 4, 5
+# False where runs cannot have namespaces of their own: the sandbox serves one run, in the network namespace bwrap
+# made for it alone
+PER_RUN_NETWORK = True
 OWN_PROCESSES = 1  # processes of ours (the sandbox's uid) alive while a program runs: RLIMIT_NPROC counts them too
 HEAD = 5  # a frame's header on the result fd: its kind (one byte), then its length (4 bytes, little-endian)
 
@@ -230,17 +233,23 @@ def _seal_base() -> str:
 
 
 def _run_namespaces(fresh_pid: bool = True) -> None:
-    """Mount, IPC and network namespaces of the run's own, which die with the run manager and with them every file,
-    shared memory segment, message queue, socket, port and counter or cache of the network stack the run left.
-    ``fresh_pid``: this process is pid 1 of a pid namespace of the run's own, which gets its own /proc. The run also
-    gets a devpts instance of its own: a pty's use moves the times of the ptmx node it came from."""
-    _check(libc.unshare(CLONE_NEWNS | CLONE_NEWIPC | (CLONE_NEWNET if fresh_pid else 0)),
-           "unshare the run's namespaces")
+    """Mount and IPC namespaces of the run's own, which die with the run manager and with them every file, shared
+    memory segment and message queue the run left. ``fresh_pid``: this process is pid 1 of a pid namespace of the
+    run's own, which gets its own /proc. The run also gets a devpts instance of its own: a pty's use moves the times
+    of the ptmx node it came from. The network namespace waits for the job (``_own_network``)."""
+    _check(libc.unshare(CLONE_NEWNS | CLONE_NEWIPC), "unshare the run's namespaces")
     if not fresh_pid:
         return
     _check(libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None), "mount the run's /proc")
     _check(libc.mount(b"devpts", b"/dev/pts", b"devpts", MS_RDONLY | MS_NOSUID | MS_NOEXEC,
                       b"newinstance,ptmxmode=0666,mode=620"), "mount the run's devpts")  # read-only, as the base
+
+
+def _own_network() -> None:
+    """A network namespace of the run's own, with its loopback up, for a job that may use the network: everything
+    in it dies with the run manager (sockets, ports, the TCP metrics cache, counters...). A job without a network
+    stays in the sandbox's namespace, where its seccomp filter allows unix sockets only (sandbox/seccomp.py)."""
+    _check(libc.unshare(CLONE_NEWNET), "unshare the run's network namespace")
     _loopback_up()
 
 
@@ -829,6 +838,8 @@ def _serve(job: "Job", buf: bytearray, problem: str) -> "tuple[Program | None, d
         if problem:
             return None, {"phase": "setup", "error": problem}
         try:
+            if job["own_network"] and PER_RUN_NETWORK:
+                _own_network()
             _mount_storage(job["disk_bytes"], job["inodes"])
             _write_files(job["files"], contents, buf)
         except (SetupError, OSError) as exc:
@@ -992,6 +1003,8 @@ def _exit_code(pid: int | None) -> int | None:
 def _fall_back(why: str) -> "Program | None":
     """Where runs cannot have namespaces of their own (the first run manager could not make them): serve one run
     here, in mount and IPC namespaces of its own, and end; the host replaces the sandbox after it."""
+    global PER_RUN_NETWORK
+    PER_RUN_NETWORK = False
     _send(b"R", why.encode())
     try:
         _run_namespaces(fresh_pid=False)

@@ -28,6 +28,16 @@ def test_run_returns_the_result_schema(server: LiveServer) -> None:
     assert (r["id"], r["status"], r["stdout"], r["exit_code"]) == ("x1", "ok", "cba\n", 0)
 
 
+def test_a_run_may_do_without_a_network(server: LiveServer) -> None:
+    code = ("import socket\ntry:\n    socket.socket()\n    print('inet')\nexcept OSError as e:\n    print(e.strerror)\n"
+            "a, b = socket.socketpair()\nprint('unix')\n")
+    with server.client() as c:
+        offline = c.post("/v1/sandbox/run", json={"code": code, "network": "none"}).json()
+        default = c.post("/v1/sandbox/run", json={"code": code}).json()
+    assert offline["stdout"] == "Address family not supported by protocol\nunix\n", offline
+    assert default["stdout"] == "inet\nunix\n", default
+
+
 @pytest.mark.parametrize("body, status, needle", [
     ({"code": "1", "limits": {"wall_s": 10_000}}, 422, "exceeds the server cap"),
     ({"code": "1", "limits": {"memory_mb": -5}}, 422, "positive"),
@@ -37,6 +47,7 @@ def test_run_returns_the_result_schema(server: LiveServer) -> None:
     ({"code": "1", "limits": {"bogus": 1}}, 422, "bogus"),
     ({"code": "1", "files": {"a/": "x"}}, 422, "names a directory"),
     ({"code": "1", "collect": ["out/"]}, 422, "names a directory"),
+    ({"code": "1", "network": "host"}, 422, "'loopback' or 'none'"),
 ])
 def test_bad_requests_are_clear_4xx(server: LiveServer, body: dict, status: int, needle: str) -> None:
     with server.client() as c:

@@ -29,9 +29,9 @@ class OneSandbox:
         self.backend = BwrapBackend(BwrapConfig(warm_pool=1, max_concurrent=1))
 
     def run(self, code: str, stdin: str = "", files: dict[str, str] | None = None, collect: list[str] | None = None,
-            limits: Limits | None = None) -> RunResult:
+            limits: Limits | None = None, network: str = "loopback") -> RunResult:
         request = RunRequest(code=SUPERVISOR + code, stdin=stdin, files=files or {}, collect=collect or [],
-                             limits=limits or Limits(wall_s=10))
+                             limits=limits or Limits(wall_s=10), network=network)
         result = self.loop.run_until_complete(self.backend.run(request))
         # one run after another, as a caller that waits for each: the sandbox is back in the pool before the next
         self.loop.run_until_complete(self.backend._pool.settled())

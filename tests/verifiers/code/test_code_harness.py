@@ -382,3 +382,30 @@ def test_the_tests_still_see_the_programs_own_names(runner: CodeRunner) -> None:
     assert runner.verify(program, named_sum).score == 1.0
     uses_module = {"test_list": ["assert math.isclose(area(2), 4 * math.pi)"]}
     assert runner.verify("import math\ndef area(r):\n    return math.pi * r * r\n", uses_module).score == 1.0
+
+
+SERVES_ITSELF = '''import socket, threading
+
+def echo_over_loopback(text):
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    def answer():
+        conn, _ = server.accept()
+        conn.sendall(conn.recv(64))
+        conn.close()
+    threading.Thread(target=answer).start()
+    with socket.create_connection(("127.0.0.1", port)) as client:
+        client.sendall(text.encode())
+        return client.recv(64).decode()
+'''
+
+
+def test_programs_have_no_network_unless_the_item_asks_for_a_loopback(runner: CodeRunner) -> None:
+    """By default a program may open unix sockets only (its runs skip a network namespace); ``network: loopback``
+    gives it 127.0.0.1 of its own, for tests of a server the program starts."""
+    reference = {"test_list": ["assert echo_over_loopback('ping') == 'ping'"]}
+    offline = runner.verify(SERVES_ITSELF, reference)
+    assert offline.score == 0.0 and "Address family not supported" in offline.details["tests"][0]["message"], \
+        offline.details
+    online = runner.verify(SERVES_ITSELF, reference, network="loopback")
+    assert online.score == 1.0, online.details

@@ -14,7 +14,7 @@ import asyncio
 import json
 import secrets
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -36,6 +36,10 @@ class CodeOptions(BaseOptions):
     stop_on_first_failure: bool = Field(False, description="Stop at the first failed test; the rest count as skipped.")
     test_timeout_s: float = Field(5.0, gt=0, le=600, description="Per-test time budget when the reference sets none.")
     memory_mb: int = Field(1024, ge=64, le=16384, description="Memory cap per process in the sandbox.")
+    network: Literal["none", "loopback"] = Field(
+        "none", description="none: the program may open unix sockets only (no run of the sandbox needs a network "
+                            "namespace of its own, which is a tenth of a short run's CPU); loopback: a network of "
+                            "the run's own, loopback only, for tests that talk to a server the program starts.")
 
 
 @lru_cache(maxsize=1)
@@ -124,7 +128,7 @@ class CodeVerifier(Verifier[CodeOptions]):
         total = sum(timeouts) + STARTUP_S
         request = RunRequest(
             code=harness_source(), language="python", stdin=json.dumps(job), args=plan.preload, precompiled=True,
-            limits=Limits(wall_s=total, cpu_s=total, memory_mb=options.memory_mb),
+            limits=Limits(wall_s=total, cpu_s=total, memory_mb=options.memory_mb), network=options.network,
         )
         result: RunResult = await sandbox.run(request)
         if result.status == RunStatus.SANDBOX_ERROR:
@@ -148,7 +152,7 @@ class CodeVerifier(Verifier[CodeOptions]):
     async def _run_cases(self, sandbox: Any, plan: TestPlan, program: str,
                          options: CodeOptions) -> list[dict[str, str]]:
         timeout = plan.timeout_s or options.test_timeout_s
-        request = RunRequest(code=program, language=plan.language,
+        request = RunRequest(code=program, language=plan.language, network=options.network,
                              limits=Limits(wall_s=timeout, cpu_s=timeout, memory_mb=options.memory_mb))
         inputs = [c.input for c in plan.cases]
         groups = [inputs[i:i + CASES_PER_BATCH] for i in range(0, len(inputs), CASES_PER_BATCH)]
