@@ -91,9 +91,12 @@ class BwrapBackend(Backend):
             "memory": (self._cgroups.mechanism + ": memory_mb + disk_mb per run, counting memfd, shm and tmpfs"
                        if self._cgroups else f"rlimits only, memfd refused (no memory cgroup: {self._cgroup_reason})"),
             "disk": "one tmpfs of disk_mb per run behind /work, /tmp and /dev/shm",
-            "network": "none (a network namespace of each run's own, with only loopback)",
-            "reuse": (f"a sandbox serves up to {self.config.reuse_runs} runs, each in its own pid, network, mount and "
-                      "IPC namespaces and tmpfs, served by a manager forked from a supervisor that never reads a job"),
+            "network": ("none: network 'loopback' runs get a network namespace of their own, with only loopback; "
+                        "network 'none' runs may open unix sockets only" + ("" if self._offline_filter else
+                                                                            " (here: a namespace of their own too)")),
+            "reuse": (f"a sandbox serves up to {self.config.reuse_runs} runs, each in its own pid, mount and IPC "
+                      "namespaces and tmpfs (and network namespace, for loopback runs), served by a manager forked "
+                      "from a supervisor that never reads a job"),
             "last_error": self.last_error,
         }
 
