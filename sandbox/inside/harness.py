@@ -35,6 +35,7 @@ every message from it is data the judge checks, never an instruction it follows:
 Killing the judge, exiting early, hanging or crashing therefore only ever removes results; it cannot add any.
 """
 import builtins
+import marshal
 import math
 import os
 import select
@@ -52,6 +53,8 @@ else:
     import _signal as signal  # the C module: ``signal`` adds enum, which costs more than the judge's other imports
 
 MAX_MESSAGE = 16 << 20
+# the bytecode this interpreter runs (the job's bytecode must carry it; importlib.util would cost an import)
+BYTECODE_MAGIC = getattr(sys.modules.get("_frozen_importlib_external"), "MAGIC_NUMBER", b"").hex() or None
 MAX_DEPTH = 200
 MESSAGE_CHARS = 300
 # The builtins a value from the candidate may name ({"$bi": name}), besides exception classes: data types and
@@ -722,9 +725,8 @@ class Judge:
             self.namespace.update(names)
         else:
             self.rebind(names)
-        setup = self.job.get("setup") or ""
-        if setup:
-            exec(compile(setup, "<test setup>", "exec"), self.namespace)  # noqa: S102 - the tests' own set-up
+        if self.job.get("setup"):
+            exec(self.compiled("setup", "<test setup>"), self.namespace)  # noqa: S102 - the tests' own set-up
 
     def rebind(self, names: dict[str, object]) -> None:
         """After a restart the old handles are dead. A program name still bound to the handle it got takes the new
@@ -751,6 +753,14 @@ class Judge:
             self.unit[1] = ("timeout", f"timed out after {self.timeouts[self.unit[0]]:g}s") if timed_out else (
                 "error", str(exc))
 
+    def compiled(self, key: str, filename: str) -> "Any":
+        """The job's ``key`` code (tests or setup): the host's bytecode of it where this interpreter reads that
+        bytecode (the job is the host's, read before any candidate existed), else compiled here from its text."""
+        bytecode = self.job.get(key + "_bytecode")
+        if bytecode and self.job.get("bytecode_magic") == BYTECODE_MAGIC:
+            return marshal.loads(bytes.fromhex(bytecode))
+        return compile(self.job[key], filename, "exec")
+
     # -- called by the generated test code --
     def unit_scope(self, index: int) -> "_UnitScope":
         return _UnitScope(self, index)
@@ -768,7 +778,7 @@ class Judge:
             self.candidate.deadline = time.monotonic() + budget
             self.ensure_candidate(budget)
             self.namespace.update(__unit__=self.unit_scope, __eq__check=self.compare_eq)
-            exec(compile(self.job["tests"], "<tests>", "exec"), self.namespace)  # noqa: S102 - the test code
+            exec(self.compiled("tests", "<tests>"), self.namespace)  # noqa: S102 - the test code
             why, status = "the test code ended before reaching this test", "error"
         except StopTests:
             why, status = "not run: stopped at the first failure", "skipped"

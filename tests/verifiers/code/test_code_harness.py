@@ -1,11 +1,15 @@
 """The code verifier through the real bubblewrap sandbox: scoring, per-test outcomes, and attacks that must fail."""
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
 
+from sandbox.api import Limits, RunRequest
 from tests.support.code import CodeRunner, runner_fixture, statuses
+from verifiers.kinds.code.plan import BYTECODE_MAGIC, build_plan
+from verifiers.kinds.code.verifier import harness_source
 from verifiers.types import Status
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
@@ -409,3 +413,21 @@ def test_programs_have_no_network_unless_the_item_asks_for_a_loopback(runner: Co
         offline.details
     online = runner.verify(SERVES_ITSELF, reference, network="loopback")
     assert online.score == 1.0, online.details
+
+
+@pytest.mark.parametrize("magic_matches", [True, False])
+def test_the_judge_runs_the_hosts_bytecode_only_where_its_interpreter_reads_it(runner: CodeRunner,
+                                                                               magic_matches: bool) -> None:
+    """The job carries the tests twice, as text and as the host's bytecode; here the two disagree, which shows
+    which one the judge ran: the bytecode under the host's magic, the text under any other."""
+    text = build_plan({"test_list": ["assert f() == 1"]})
+    bytecode = build_plan({"test_list": ["assert f() == 2"]})
+    job = {"nonce": "n" * 32, "program": "def f():\n    return 2\n", "tests": text.judge_code, "setup": "",
+           "tests_bytecode": bytecode.tests_bytecode.hex(), "setup_bytecode": "",
+           "bytecode_magic": BYTECODE_MAGIC if magic_matches else "0d0d0d0d", "subjects": text.subjects,
+           "timeouts": [5.0], "stop_on_first_failure": False}
+    request = RunRequest(code=harness_source(), language="python", stdin=json.dumps(job), args=text.preload,
+                         precompiled=True, limits=Limits(wall_s=20, cpu_s=20), network="none")
+    result = runner.loop.run_until_complete(runner.backend.run(request))
+    verdicts = [json.loads(line.split(" ", 1)[1]) for line in result.stdout.splitlines() if line.startswith("n" * 32)]
+    assert [v["s"] for v in verdicts if "s" in v] == (["passed"] if magic_matches else ["failed"]), result

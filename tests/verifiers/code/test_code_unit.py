@@ -83,6 +83,9 @@ def test_plans_count_tests_and_validate() -> None:
         {"cases": [{"input": "1", "output": "1"}], "compare": "fuzzy"},
         {"test_list": ["assert f(1) == 2"], "cases": [{"input": "", "output": ""}]},
         {"test_list": ["assert f(1) == 2"], "timeout_s": 0},
+        {"test_list": ["break"]},  # parses, but does not compile
+        {"test_list": ["assert f(1) == 2"], "test_setup_code": "nonlocal x"},
+        {"test": "def check(c):\n    assert c(1)\nyield 1\n", "entry_point": "f"},
     ],
 )
 def test_bad_references_are_named(reference: object) -> None:

@@ -10,7 +10,9 @@ from __future__ import annotations
 import ast
 import builtins
 import functools
+import importlib.util
 import json
+import marshal
 import math
 import sys
 from dataclasses import dataclass, field
@@ -19,6 +21,8 @@ from typing import Any, Literal
 from verifiers.types import InvalidReference
 
 Compare = Literal["exact", "tokens", "float"]
+TESTS_FILENAME, SETUP_FILENAME = "<tests>", "<test setup>"  # as the harness names them when it compiles them
+BYTECODE_MAGIC = importlib.util.MAGIC_NUMBER.hex()  # which interpreters can load tests_bytecode
 
 
 @dataclass
@@ -36,6 +40,10 @@ class TestPlan:
     timeout_s: float | None  # per test, from the reference (None: the option's default)
     judge_code: str = ""  # function/asserts: the rewritten test code the judge executes
     setup: str = ""  # reference code the judge runs after the program loaded (MBPP setup, the prompt's helpers)
+    # judge_code and setup compiled here (marshal, this interpreter's format), once per plan: compiling them in each
+    # run's judge cost it about 0.5 ms of CPU, a fresh process's allocations and page copies included
+    tests_bytecode: bytes = b""
+    setup_bytecode: bytes = b""
     subjects: list[str] = field(default_factory=list)  # names the tests take from the program even if builtins
     preload: list[str] = field(default_factory=list)  # modules the judge loads before the candidate: preload_modules
     entry_point: str | None = None
@@ -105,12 +113,13 @@ def _is_test(stmt: ast.stmt, helpers: set[str]) -> bool:
 def _unit(index: int, body: list[ast.stmt]) -> ast.With:
     body = [_ExplainEq().visit(stmt) for stmt in body]
     item = ast.withitem(ast.Call(ast.Name("__unit__", ast.Load()), [ast.Constant(index)], []))
-    return ast.With([item], body)
+    return ast.With([item], body, lineno=body[0].lineno if body else 1)  # unparse reads a with's line
 
 
-def _label(stmt: ast.stmt) -> str:
-    text = ast.unparse(stmt).splitlines()[0]
-    return text if len(text) <= 160 else text[:157] + "..."
+def _label(lines: list[str], stmt: ast.stmt) -> str:
+    """The first line of a test as the reference wrote it (``col_offset`` counts UTF-8 bytes)."""
+    line = lines[stmt.lineno - 1].encode()[stmt.col_offset:].decode(errors="replace").rstrip()
+    return line if len(line) <= 160 else line[:157] + "..."
 
 
 def _parse(source: str, what: str) -> ast.Module:
@@ -135,7 +144,7 @@ def prompt_helpers(prompt: str | None, entry: str) -> str:
     return ast.unparse(module) if module.body else ""
 
 
-def preload_modules(*sources: str) -> list[str]:
+def preload_modules(*sources: str | ast.AST) -> list[str]:
     """The modules the reference's code needs in the judge, loaded before it forks the candidate: what it imports
     (HumanEval prompts' ``typing``, ``math``; MBPP ``test_imports``; the tests' own imports) and the standard modules
     its tests use without importing them (asserts on ``math.pi`` that rely on the program's ``import math``). The
@@ -145,7 +154,7 @@ def preload_modules(*sources: str) -> list[str]:
     names: set[str] = set()
     for source in sources:
         try:
-            tree = ast.parse(source)
+            tree = ast.parse(source) if isinstance(source, str) else source
         except SyntaxError:
             continue
         bound: set[str] = set()
@@ -184,7 +193,7 @@ def assert_subjects(module: ast.Module, setup: str) -> list[str]:
     return own or called
 
 
-def _function_plan(ref: dict[str, Any]) -> tuple[str, list[str], str]:
+def _function_plan(ref: dict[str, Any]) -> tuple[ast.Module, list[str], str]:
     test, entry = ref.get("test"), ref.get("entry_point")
     if not isinstance(test, str) or not test.strip():
         raise InvalidReference("'test' must be Python source defining check(candidate)")
@@ -197,10 +206,11 @@ def _function_plan(ref: dict[str, Any]) -> tuple[str, list[str], str]:
     names: list[str] = []
     body: list[ast.stmt] = []
     helpers = _asserting_helpers(module) - {"check"}
+    lines = test.splitlines()
     for stmt in check.body:
         if _is_test(stmt, helpers):
-            body.append(_unit(len(names), [stmt]))
-            names.append(_label(stmt))
+            names.append(_label(lines, stmt))
+            body.append(_unit(len(names) - 1, [stmt]))
         else:
             body.append(stmt)
     if not names:  # asserts hidden in helpers: the whole check is one test
@@ -209,10 +219,10 @@ def _function_plan(ref: dict[str, Any]) -> tuple[str, list[str], str]:
     else:
         check.body = body
     module.body.append(ast.Expr(ast.Call(ast.Name("check", ast.Load()), [ast.Name(entry, ast.Load())], [])))
-    return ast.unparse(ast.fix_missing_locations(module)), names, entry
+    return module, names, entry
 
 
-def _asserts_plan(ref: dict[str, Any]) -> tuple[str, list[str], str]:
+def _asserts_plan(ref: dict[str, Any]) -> tuple[ast.Module, list[str], str]:
     tests = ref.get("test_list")
     if not isinstance(tests, list) or not tests or not all(isinstance(t, str) and t.strip() for t in tests):
         raise InvalidReference("'test_list' must be a non-empty list of Python assert statements")
@@ -227,7 +237,7 @@ def _asserts_plan(ref: dict[str, Any]) -> tuple[str, list[str], str]:
         stmts = _parse(source, f"test_list[{index}]").body
         module.body.append(_unit(index, stmts))
         names.append(source.strip().splitlines()[0][:160])
-    return ast.unparse(ast.fix_missing_locations(module)), names, setup
+    return module, names, setup
 
 
 def _cases(ref: dict[str, Any]) -> list[Case]:
@@ -258,6 +268,20 @@ def _weights(ref: dict[str, Any], count: int) -> list[float]:
     ):
         raise InvalidReference(f"'weights' must be {count} non-negative numbers (one per test) with a positive sum")
     return [float(w) for w in weights]
+
+
+def _bytecode(source: str, filename: str) -> bytes:
+    """The reference's test code (from the client, never from the policy), already parsed above, compiled for the
+    judge; the harness compiles the text itself where its interpreter's bytecode differs (BYTECODE_MAGIC)."""
+    if not source:
+        return b""
+    try:
+        return marshal.dumps(compile(source, filename, "exec"))
+    except (SyntaxError, ValueError, OverflowError, RecursionError, MemoryError) as exc:
+        # parses, but cannot compile: ``break`` outside a loop, ``nonlocal`` at module level, nesting too deep
+        detail = f"{exc.msg} (line {exc.lineno})" if isinstance(exc, SyntaxError) else type(exc).__name__
+        what = "the tests" if filename == TESTS_FILENAME else "the tests' set-up"
+        raise InvalidReference(f"{what} cannot be compiled: {detail}") from None
 
 
 def build_plan(reference: Any) -> TestPlan:
@@ -293,20 +317,26 @@ def _build_plan(reference: Any) -> TestPlan:
     if kinds[0] != "cases" and language not in ("python", "python3", "py"):
         raise InvalidReference("function and assert tests are Python; other languages use stdin/stdout 'cases'")
     timeout_s = float(timeout) if timeout is not None else None
+    # the rewritten tests are written out once (ast.unparse needs no source positions: the new nodes have none) and
+    # their tree serves the module and name scans below
     if kinds[0] == "test":
-        code, names, entry = _function_plan(reference)
+        tree, names, entry = _function_plan(reference)
+        code = ast.unparse(tree)
         prompt = reference.get("prompt")
         if prompt is not None and not isinstance(prompt, str):
             raise InvalidReference("'prompt' must be a string")
         setup = prompt_helpers(prompt, entry)
         return TestPlan("function", "python", names, _weights(reference, len(names)), timeout_s,
                         judge_code=code, entry_point=entry, prompt=prompt, setup=setup,
-                        subjects=[entry], preload=preload_modules(prompt or "", setup, code))
+                        tests_bytecode=_bytecode(code, TESTS_FILENAME), setup_bytecode=_bytecode(setup, SETUP_FILENAME),
+                        subjects=[entry], preload=preload_modules(prompt or "", setup, tree))
     if kinds[0] == "test_list":
-        code, names, setup = _asserts_plan(reference)
+        tree, names, setup = _asserts_plan(reference)
+        code = ast.unparse(tree)
         return TestPlan("asserts", "python", names, _weights(reference, len(names)), timeout_s,
-                        judge_code=code, setup=setup, subjects=assert_subjects(ast.parse(code), setup),
-                        preload=preload_modules(setup, code))
+                        judge_code=code, setup=setup,
+                        tests_bytecode=_bytecode(code, TESTS_FILENAME), setup_bytecode=_bytecode(setup, SETUP_FILENAME),
+                        subjects=assert_subjects(tree, setup), preload=preload_modules(setup, tree))
     cases = _cases(reference)
     compare = reference.get("compare", "tokens")
     if compare not in ("exact", "tokens", "float"):

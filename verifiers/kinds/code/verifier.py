@@ -23,7 +23,7 @@ from sandbox.inside import HARNESS
 from verifiers.base import BaseOptions, Verifier
 from verifiers.context import SANDBOX, Context
 from verifiers.kinds.code.extract import extract_program
-from verifiers.kinds.code.plan import TestPlan, build_plan
+from verifiers.kinds.code.plan import BYTECODE_MAGIC, TestPlan, build_plan
 from verifiers.kinds.code.stdio import describe_mismatch, outputs_match
 from verifiers.types import InvalidReference, Verdict, VerifierFailed, VerifierUnavailable
 
@@ -121,6 +121,9 @@ class CodeVerifier(Verifier[CodeOptions]):
             "program": program,
             "tests": plan.judge_code,
             "setup": plan.setup,
+            "tests_bytecode": plan.tests_bytecode.hex(),
+            "setup_bytecode": plan.setup_bytecode.hex(),
+            "bytecode_magic": BYTECODE_MAGIC,
             "subjects": plan.subjects,
             "timeouts": timeouts,
             "stop_on_first_failure": options.stop_on_first_failure,
