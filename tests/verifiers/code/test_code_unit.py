@@ -9,6 +9,7 @@ from sandbox.inside.harness import RemoteRef, from_wire, to_wire
 from verifiers.kinds.code.extract import extract_program
 from verifiers.kinds.code.plan import build_plan
 from verifiers.kinds.code.stdio import outputs_match
+from verifiers.kinds.code.verifier import assemble_program
 from verifiers.types import InvalidReference
 
 
@@ -86,6 +87,10 @@ def test_plans_count_tests_and_validate() -> None:
         {"test_list": ["break"]},  # parses, but does not compile
         {"test_list": ["assert f(1) == 2"], "test_setup_code": "nonlocal x"},
         {"test": "def check(c):\n    assert c(1)\nyield 1\n", "entry_point": "f"},
+        {"test_list": ["assert " + "-" * 20000 + "1"]},  # the parser's stack: MemoryError
+        {"test_list": ["assert " + "+".join(["1"] * 100000)]},  # RecursionError building the tree
+        {"test_list": ["assert f(1) == 2"], "test_setup_code": "x = 1\0"},  # a NUL: ValueError
+        {"test": "def check(c):\n    assert " + "not " * 20000 + "c\n", "entry_point": "f"},
     ],
 )
 def test_bad_references_are_named(reference: object) -> None:
@@ -132,3 +137,11 @@ def test_plans_are_kept_by_reference_and_refusals_are_not() -> None:
     for _ in range(2):  # a refusal is raised every time, never remembered as a plan
         with pytest.raises(InvalidReference):
             build_plan({"test_list": ["assert f(1) =="]})
+
+
+def test_a_program_the_parser_refuses_is_assembled_as_it_is() -> None:
+    """The program is the policy's: one nested past the parser's limits must not raise on the host (it is run, and
+    fails to compile in the sandbox), whatever the parser raises for it."""
+    plan = build_plan({"test": "def check(c):\n    assert c(1) == 2\n", "entry_point": "f", "prompt": "def f(x):\n"})
+    for program in ("return " + "-" * 20000 + "1", "return " + "+".join(["1"] * 100000), "return 1\0"):
+        assert assemble_program(plan, program).endswith(program)

@@ -23,6 +23,9 @@ from verifiers.types import InvalidReference
 Compare = Literal["exact", "tokens", "float"]
 TESTS_FILENAME, SETUP_FILENAME = "<tests>", "<test setup>"  # as the harness names them when it compiles them
 BYTECODE_MAGIC = importlib.util.MAGIC_NUMBER.hex()  # which interpreters can load tests_bytecode
+# What parsing or compiling hostile source raises besides SyntaxError: the parser's and compiler's depth limits
+# (RecursionError, and MemoryError for a parser stack overflow), a NUL (ValueError), a literal too large
+PARSE_ERRORS = (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError)
 
 
 @dataclass
@@ -127,6 +130,8 @@ def _parse(source: str, what: str) -> ast.Module:
         return ast.parse(source)
     except SyntaxError as exc:
         raise InvalidReference(f"{what} is not valid Python: {exc.msg} (line {exc.lineno})") from None
+    except PARSE_ERRORS as exc:
+        raise InvalidReference(f"{what} cannot be parsed: {type(exc).__name__} (nested too deep, or a NUL)") from None
 
 
 def prompt_helpers(prompt: str | None, entry: str) -> str:
@@ -137,7 +142,7 @@ def prompt_helpers(prompt: str | None, entry: str) -> str:
         return ""
     try:
         module = ast.parse(prompt)
-    except SyntaxError:
+    except PARSE_ERRORS:
         return ""
     module.body = [s for s in module.body
                    if not (isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == entry)]
@@ -155,7 +160,7 @@ def preload_modules(*sources: str | ast.AST) -> list[str]:
     for source in sources:
         try:
             tree = ast.parse(source) if isinstance(source, str) else source
-        except SyntaxError:
+        except PARSE_ERRORS:
             continue
         bound: set[str] = set()
         used: set[str] = set()
@@ -277,7 +282,7 @@ def _bytecode(source: str, filename: str) -> bytes:
         return b""
     try:
         return marshal.dumps(compile(source, filename, "exec"))
-    except (SyntaxError, ValueError, OverflowError, RecursionError, MemoryError) as exc:
+    except PARSE_ERRORS as exc:
         # parses, but cannot compile: ``break`` outside a loop, ``nonlocal`` at module level, nesting too deep
         detail = f"{exc.msg} (line {exc.lineno})" if isinstance(exc, SyntaxError) else type(exc).__name__
         what = "the tests" if filename == TESTS_FILENAME else "the tests' set-up"

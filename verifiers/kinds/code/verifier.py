@@ -23,7 +23,7 @@ from sandbox.inside import HARNESS
 from verifiers.base import BaseOptions, Verifier
 from verifiers.context import SANDBOX, Context
 from verifiers.kinds.code.extract import extract_program
-from verifiers.kinds.code.plan import BYTECODE_MAGIC, TestPlan, build_plan
+from verifiers.kinds.code.plan import BYTECODE_MAGIC, PARSE_ERRORS, TestPlan, build_plan
 from verifiers.kinds.code.stdio import describe_mismatch, outputs_match
 from verifiers.types import InvalidReference, Verdict, VerifierFailed, VerifierUnavailable
 
@@ -50,7 +50,7 @@ def harness_source() -> str:
 def _defines(code: str, name: str) -> bool:
     try:
         module = ast.parse(code)
-    except SyntaxError:
+    except PARSE_ERRORS:  # the program is the policy's: one the parser refuses is run as it is, and fails there
         return False
     return any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == name for s in module.body)
 
