@@ -759,7 +759,7 @@ class Judge:
         bytecode = self.job.get(key + "_bytecode")
         if bytecode and self.job.get("bytecode_magic") == BYTECODE_MAGIC:
             return marshal.loads(bytes.fromhex(bytecode))
-        return compile(self.job[key], filename, "exec")
+        return compile(self.job[key], filename, "exec", dont_inherit=True)
 
     # -- called by the generated test code --
     def unit_scope(self, index: int) -> "_UnitScope":

@@ -35,6 +35,8 @@ As pid 1 of the run's pid namespace the manager cannot be killed from inside (``
 every orphan the program leaves, and its exit takes every process of the run with it.
 """
 import _ctypes
+import atexit
+import gc
 import marshal
 import os
 import resource
@@ -93,6 +95,9 @@ DONE, DIRTY, NO_JOB, UNSHARED = 0, 3, 4, 5
 # made for it alone
 PER_RUN_NETWORK = True
 OWN_PROCESSES = 1  # processes of ours (the sandbox's uid) alive while a program runs: RLIMIT_NPROC counts them too
+# What an inline program's end calls, bound before any program runs (a program may replace os._exit for its own use)
+_OS_EXIT, _OS_KILL, _OS_GETPID, _OS_WRITE, _SIGNAL = os._exit, os.kill, os.getpid, os.write, signal.signal
+_GC_COLLECT, _ATEXIT_RUN = gc.collect, atexit._run_exitfuncs
 HEAD = 5  # a frame's header on the result fd: its kind (one byte), then its length (4 bytes, little-endian)
 
 
@@ -555,6 +560,7 @@ def _run_python_here(program: "Program") -> "NoReturn":
     main.__dict__["__builtins__"] = builtins
     sys.modules["__main__"] = main
     status = 0
+    code = None
     try:
         if code_object:  # a trusted program the host compiled once (RunRequest.precompiled)
             code = marshal.loads(code_object)
@@ -565,102 +571,180 @@ def _run_python_here(program: "Program") -> "NoReturn":
     except SystemExit as exc:
         status = _exit_status(exc.code)
     except BaseException as exc:  # what the interpreter does with an uncaught exception: the hook, then exit 1
-        status = 1
-        _excepthook(exc)
-        if isinstance(exc, KeyboardInterrupt):
-            status = -signal.SIGINT
+        status = _excepthook(exc)
+    del main, code  # the program's module dies with its last reference, as when python main.py ends
     _finish(status, ours)
 
 
 def _exit_status(code: object) -> int:
-    """The exit status ``raise SystemExit(code)`` gives: None is 0, an int its low byte (a C long's, else 255), and
-    anything else is printed to stderr and gives 1."""
+    """The exit status ``raise SystemExit(code)`` gives: None is 0, an int its low byte (a C long's, else 255), read
+    as the interpreter reads it (an int subclass's own methods play no part), and anything else is written to
+    stderr and gives 1."""
     if code is None:
         return 0
     if isinstance(code, int):
-        return code & 0xFF if -(1 << 63) <= code < 1 << 63 else 0xFF
+        value = int.__int__(code)  # the number itself, whatever the subclass defines
+        return value & 0xFF if -(1 << 63) <= value < 1 << 63 else 0xFF
     try:
-        print(code, file=sys.stderr)
+        stderr = sys.stderr
+        if stderr is None:
+            _OS_WRITE(2, str(code).encode(errors="replace") + b"\n")
+        else:
+            stderr.write(str(code))
+            stderr.write("\n")
     except BaseException:
         pass
     return 1
 
 
-def _excepthook(exc: BaseException) -> None:
+def _excepthook(exc: BaseException) -> int:
     """``sys.excepthook`` (the program's, if it set one) on an uncaught exception, its traceback starting at the
-    program's own frames, as ``python main.py`` prints it."""
+    program's own frames, as ``python main.py`` prints it; returns the exit status: 1, the status of a SystemExit the
+    hook raised, or -SIGINT for a KeyboardInterrupt (the interpreter dies of it)."""
     tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
+    exc = exc.with_traceback(tb)
     try:
-        sys.excepthook(type(exc), exc.with_traceback(tb), tb)
-    except BaseException:
-        sys.__excepthook__(type(exc), exc, tb)
+        sys.excepthook(type(exc), exc, tb)
+    except SystemExit as hooked:
+        return _exit_status(hooked.code)
+    except BaseException as broken:
+        try:
+            sys.stderr.write("Error in sys.excepthook:\n")
+            sys.__excepthook__(type(broken), broken, broken.__traceback__)
+            sys.stderr.write("\nOriginal exception was:\n")
+            sys.__excepthook__(type(exc), exc, tb)
+        except BaseException:
+            pass
+    return -signal.SIGINT if isinstance(exc, KeyboardInterrupt) else 1
 
 
 def _finish(status: int, ours: "set[str]") -> "NoReturn":
     """End an inline Python program as the interpreter's exit would, as far as anyone can see: wait for its
     non-daemon threads, run its atexit functions, flush stdout and stderr (a failed flush makes the status 120), and
-    release what the program made (the dicts of its own modules and ``__main__`` cleared, its cycles collected), so
-    that finalizers run and files it left open are flushed; then leave without tearing the interpreter down. That
-    teardown would touch every object this process inherited from the supervisor, copying each page that holds one:
-    about a third of a short program's CPU. ``ours``: the modules loaded before the program, which hold nothing of
-    it. A negative status is a signal to die of (an uncaught KeyboardInterrupt dies of SIGINT)."""
-    import gc
-
+    release what the program made, in the interpreter's order: ``__main__``'s globals first, while the modules it
+    imported still work, then those modules', newest first (private names before public ones), collecting cycles
+    after each step, so that finalizers run and files left open are flushed; flush stdout and stderr again, and the
+    streams the interpreter started with (which a program that replaced ``sys.stdout`` left holding its output);
+    then leave without tearing the interpreter down. That teardown would touch every object this process inherited
+    from the supervisor, copying each page that holds one: about a third of a short program's CPU. ``ours``: the
+    modules loaded before the program, which hold nothing of it. What this calls is bound before the program ran
+    (``_OS_EXIT``...), so a program that replaced ``os._exit`` for its own use still ends with its status. A negative
+    status is a signal to die of."""
     threading = sys.modules.get("threading")
     if threading is not None:
         try:
             threading._shutdown()
         except BaseException:
             pass
-    import atexit
-
-    atexit._run_exitfuncs()
+    _run_atexit()
     if not _flush_std() and status >= 0:
         status = 120
     try:  # the program may have replaced sys.modules, or left finalizers that raise: neither stops the exit
-        gc.collect()
-        for name in reversed(list(sys.modules)):
-            module = sys.modules.get(name)
-            if module is not None and (name not in ours or name == "__main__"):
-                _clear_module(module)
-        gc.collect()
+        _release_program(ours)
     except BaseException:
         pass
     if not _flush_std() and status >= 0:
         status = 120
+    for stream in (sys.__stdout__, sys.__stderr__):
+        try:
+            if stream is not None and not stream.closed:
+                stream.flush()
+        except BaseException:
+            pass
     if status < 0:
-        signal.signal(-status, signal.SIG_DFL)
-        os.kill(os.getpid(), -status)
-    os._exit(status)
+        _SIGNAL(-status, signal.SIG_DFL)
+        _OS_KILL(_OS_GETPID(), -status)
+    _OS_EXIT(status)
+
+
+def _release_program(ours: "set[str]") -> None:
+    """What the interpreter's teardown does to a program's modules (``__main__`` and those it imported): out of
+    ``sys.modules`` (a module nothing else holds dies, and what only it held with it), its open files flushed, then
+    a collection, whose finalizers run while every global is still bound (an object of ``__main__`` whose ``__del__``
+    uses an imported module works, as there); then whatever module is still alive has its globals cleared, newest
+    first, and cycles are collected again."""
+    import _weakref
+
+    modules: dict[str, Any] = sys.modules
+    names = [name for name in list(modules) if name == "__main__" or name not in ours]
+    kept: list[Any] = []  # modules, or what a program put in sys.modules; weak where it can be
+    module = None
+    for name in names:
+        module = modules.get(name)
+        if module is not None:
+            try:
+                kept.append(_weakref.ref(module))
+            except TypeError:
+                kept.append(lambda module=module: module)
+            modules[name] = None
+    del module
+    _flush_files()
+    _GC_COLLECT()
+    for ref in reversed(kept):
+        module = ref()
+        if module is not None:
+            _clear_module(module)
+    _GC_COLLECT()
+
+
+def _flush_files() -> None:
+    """Flush every file the program still has open for writing. The collector finalizes a cycle's objects in an
+    order of its own, and a file's raw layer closed before its buffer loses what the buffer held; the interpreter's
+    own exit gets such files to disk. Only the io module's own classes are flushed (a subclass's flush is the
+    program's code), and only objects made since the supervisor froze its own, which the collector lists."""
+    import _io
+
+    kinds = (_io.TextIOWrapper, _io.BufferedWriter, _io.BufferedRandom)
+    for obj in gc.get_objects():
+        if type(obj) in kinds:
+            try:
+                if not obj.closed:
+                    obj.flush()
+            except BaseException:
+                pass
+
+
+def _run_atexit() -> None:
+    """The program's atexit functions, as the interpreter runs them at exit, where no Python frame is below them:
+    a traceback the unraisable hook prints of one that failed starts at its own frames, never at ours."""
+    previous = sys.unraisablehook
+
+    def strip_ours(args: "Any") -> None:
+        tb = args.exc_traceback
+        while tb is not None and tb.tb_frame.f_code.co_filename == _finish.__code__.co_filename:
+            tb = tb.tb_next
+        previous(type(args)((args.exc_type, args.exc_value, tb, args.err_msg, args.object)))
+
+    sys.unraisablehook = strip_ours
+    try:
+        _ATEXIT_RUN()
+    finally:
+        if sys.unraisablehook is strip_ours:
+            sys.unraisablehook = previous
 
 
 def _flush_std() -> bool:
     """Flush stdout and stderr as the interpreter's exit does: False if either failed; stdout's failure is printed
-    as an exception ignored in it (the default unraisable hook's format), stderr's is not."""
+    as an exception ignored in it (the default unraisable hook's format), stderr's is not. A stream whose
+    ``closed`` cannot be read counts as open, as there."""
     ok = True
     for name in ("stdout", "stderr"):
         stream = getattr(sys, name, None)
+        if stream is None:
+            continue
         try:
-            if stream is None or getattr(stream, "closed", False):
-                continue
+            closed = bool(stream.closed)
+        except BaseException:
+            closed = False
+        if closed:
+            continue
+        try:
             stream.flush()
         except BaseException as exc:
             ok = False
             if name == "stdout":
                 _print_ignored(stream, exc)
     return ok
-
-
-def _print_ignored(where: object, exc: BaseException) -> None:
-    try:
-        import traceback
-
-        tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
-        sys.stderr.write(f"Exception ignored in: {where!r}\n"
-                         + "".join(traceback.format_exception(type(exc), exc, tb)))
-        sys.stderr.flush()
-    except BaseException:
-        pass
 
 
 def _clear_module(module: "ModuleType") -> None:
@@ -672,6 +756,18 @@ def _clear_module(module: "ModuleType") -> None:
             for name in names:
                 if name != "__builtins__" and (name.startswith("_") and not name.startswith("__")) == first:
                     module.__dict__[name] = None
+    except BaseException:
+        pass
+
+
+def _print_ignored(where: object, exc: BaseException) -> None:
+    try:
+        import traceback
+
+        tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
+        sys.stderr.write(f"Exception ignored in: {where!r}\n"
+                         + "".join(traceback.format_exception(type(exc), exc, tb)))
+        sys.stderr.flush()
     except BaseException:
         pass
 
@@ -1152,7 +1248,6 @@ def main() -> "Program | None":
     import _json  # noqa: F401
     import _sitebuiltins  # noqa: F401
     import _socket  # noqa: F401
-    import gc
     import math  # noqa: F401
     import select  # noqa: F401
 

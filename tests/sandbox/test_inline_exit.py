@@ -70,6 +70,28 @@ PROGRAMS = {
         "import sys\nclass W:\n    def write(self, s):\n        return len(s)\n    def flush(self):\n"
         "        raise OSError('cannot flush')\nsys.stderr = W()\nprint('x')\n"),
     "stdout closed by the program": "import sys\nprint('x')\nsys.stdout.close()\n",
+    # found by a red team: each ended otherwise than in python before _finish followed it
+    # python flushes the original stdout when it is finalized; _finish flushes only the current sys.stdout
+    "answer printed, then stdout replaced": "import sys, io\nprint('answer')\nsys.stdout = io.StringIO()\n",
+    "answer printed, then sys.stdout deleted": "import sys\nprint('answer')\ndel sys.stdout\n",
+    # _finish clears the program's imported modules before __main__ (its key keeps the supervisor's early slot)
+    "finalizer in __main__ uses an imported module": (
+        "import collections\nclass Out:\n    def __init__(self):\n        self.parts = []\n"
+        "    def __del__(self):\n        print(' '.join(collections.deque(self.parts)))\n"
+        "out = Out()\nout.parts.append('answer')\n"),
+    # _flush_std: getattr(stream, 'closed', False) lets a non-AttributeError escape; python treats it as open
+    "stdout whose closed raises": (
+        "import sys\nclass W:\n    def __init__(s, f): s.f = f\n    def write(s, x): return s.f.write(x)\n"
+        "    def flush(s): s.f.flush()\n    @property\n    def closed(s): raise ValueError('no')\n"
+        "sys.stdout = W(sys.stdout)\nprint('answer')\n"),
+    # _exit_status computes code & 0xFF in Python: an int subclass decides its own status (python: PyLong_AsLong)
+    "SystemExit of an int subclass": "import sys\nclass E(int):\n    def __and__(self, o): return 0\nsys.exit(E(1))\n",
+    # _finish calls the os module's _exit, which the program can replace: status 3 becomes 0
+    "os._exit replaced": "import os\nos._exit = lambda s: None\nprint('answer')\nraise SystemExit(3)\n",
+    # python honours a SystemExit raised by sys.excepthook (handle_system_exit); _excepthook swallows it
+    "excepthook exits 0": "import sys\nsys.excepthook = lambda *a: sys.exit(0)\nprint('answer')\nraise ValueError\n",
+    # the traceback of an atexit SystemExit shows a supervisor frame python has not
+    "atexit raises SystemExit": "import atexit, sys\natexit.register(sys.exit, 3)\nprint('answer')\n",
 }
 ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 

@@ -26,6 +26,8 @@ BYTECODE_MAGIC = importlib.util.MAGIC_NUMBER.hex()  # which interpreters can loa
 # What parsing or compiling hostile source raises besides SyntaxError: the parser's and compiler's depth limits
 # (RecursionError, and MemoryError for a parser stack overflow), a NUL (ValueError), a literal too large
 PARSE_ERRORS = (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError)
+HOST_COMPILE_CHARS = 64 << 10  # longer tests are compiled by the judge (HumanEval's and MBPP's: 4.2 KiB at most)
+HOST_BYTECODE_BYTES = 1 << 20
 
 
 @dataclass
@@ -277,16 +279,20 @@ def _weights(ref: dict[str, Any], count: int) -> list[float]:
 
 def _bytecode(source: str, filename: str) -> bytes:
     """The reference's test code (from the client, never from the policy), already parsed above, compiled for the
-    judge; the harness compiles the text itself where its interpreter's bytecode differs (BYTECODE_MAGIC)."""
-    if not source:
+    judge; the harness compiles the text itself where its interpreter's bytecode differs (BYTECODE_MAGIC). Left to
+    the judge, under the sandbox's limits, is code whose compiling costs the host more than its size says: a
+    ``finally`` body is compiled once per way out of its ``try`` (nested, the copies double per level), and text
+    over HOST_COMPILE_CHARS or bytecode over HOST_BYTECODE_BYTES is no plan worth keeping in memory."""
+    if not source or len(source) > HOST_COMPILE_CHARS or "finally" in source:
         return b""
     try:
-        return marshal.dumps(compile(source, filename, "exec"))
+        bytecode = marshal.dumps(compile(source, filename, "exec", dont_inherit=True))
     except PARSE_ERRORS as exc:
         # parses, but cannot compile: ``break`` outside a loop, ``nonlocal`` at module level, nesting too deep
         detail = f"{exc.msg} (line {exc.lineno})" if isinstance(exc, SyntaxError) else type(exc).__name__
         what = "the tests" if filename == TESTS_FILENAME else "the tests' set-up"
         raise InvalidReference(f"{what} cannot be compiled: {detail}") from None
+    return bytecode if len(bytecode) <= HOST_BYTECODE_BYTES else b""
 
 
 def build_plan(reference: Any) -> TestPlan:
