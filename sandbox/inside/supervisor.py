@@ -620,11 +620,10 @@ def _excepthook(exc: BaseException) -> int:
 
 def _finish(status: int, ours: "set[str]") -> "NoReturn":
     """End an inline Python program as the interpreter's exit would, as far as anyone can see: wait for its
-    non-daemon threads, run its atexit functions, flush stdout and stderr (a failed flush makes the status 120), and
-    release what the program made, in the interpreter's order: ``__main__``'s globals first, while the modules it
-    imported still work, then those modules', newest first (private names before public ones), collecting cycles
-    after each step, so that finalizers run and files left open are flushed; flush stdout and stderr again, and the
-    streams the interpreter started with (which a program that replaced ``sys.stdout`` left holding its output);
+    non-daemon threads, run its atexit functions, flush stdout and stderr (a failed flush makes the status 120),
+    release what the program made in the interpreter's order (``_release_program``), so that finalizers run and
+    files left open are flushed; flush stdout and stderr again, and the streams the interpreter started with (which
+    a program that replaced ``sys.stdout`` left holding its output);
     then leave without tearing the interpreter down. That teardown would touch every object this process inherited
     from the supervisor, copying each page that holds one: about a third of a short program's CPU. ``ours``: the
     modules loaded before the program, which hold nothing of it. What this calls is bound before the program ran
@@ -647,7 +646,7 @@ def _finish(status: int, ours: "set[str]") -> "NoReturn":
         status = 120
     for stream in (sys.__stdout__, sys.__stderr__):
         try:
-            if stream is not None and not stream.closed:
+            if stream is not None and _is_open(stream):
                 stream.flush()
         except BaseException:
             pass
@@ -725,18 +724,11 @@ def _run_atexit() -> None:
 
 def _flush_std() -> bool:
     """Flush stdout and stderr as the interpreter's exit does: False if either failed; stdout's failure is printed
-    as an exception ignored in it (the default unraisable hook's format), stderr's is not. A stream whose
-    ``closed`` cannot be read counts as open, as there."""
+    as an exception ignored in it (the default unraisable hook's format), stderr's is not."""
     ok = True
     for name in ("stdout", "stderr"):
         stream = getattr(sys, name, None)
-        if stream is None:
-            continue
-        try:
-            closed = bool(stream.closed)
-        except BaseException:
-            closed = False
-        if closed:
+        if stream is None or not _is_open(stream):
             continue
         try:
             stream.flush()
@@ -745,6 +737,15 @@ def _flush_std() -> bool:
             if name == "stdout":
                 _print_ignored(stream, exc)
     return ok
+
+
+def _is_open(stream: object) -> bool:
+    """Whether the interpreter's exit would flush this stream: not closed (a ``closed`` that cannot be read counts
+    as open, as there)."""
+    try:
+        return not stream.closed  # type: ignore[attr-defined]
+    except BaseException:
+        return True
 
 
 def _clear_module(module: "ModuleType") -> None:

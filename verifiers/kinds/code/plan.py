@@ -328,8 +328,8 @@ def _build_plan(reference: Any) -> TestPlan:
     if kinds[0] != "cases" and language not in ("python", "python3", "py"):
         raise InvalidReference("function and assert tests are Python; other languages use stdin/stdout 'cases'")
     timeout_s = float(timeout) if timeout is not None else None
-    # the rewritten tests are written out once (ast.unparse needs no source positions: the new nodes have none) and
-    # their tree serves the module and name scans below
+    # the rewritten tests are written out once (ast.unparse needs no source positions but a with's line, which
+    # _unit sets) and their tree serves the module and name scans below
     if kinds[0] == "test":
         tree, names, entry = _function_plan(reference)
         code = ast.unparse(tree)
