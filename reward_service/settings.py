@@ -207,6 +207,9 @@ class CompositionSettings(Block):
 class ShapingSettings(Block):
     length_tokenizers: dict[str, str] = Field(
         default_factory=dict, description="Tokenizer name -> local directory, for the length verifier's unit=tokens.")
+    embedding_models: dict[str, str] = Field(
+        default_factory=dict, description="Sentence-embedding model name -> local directory, for text_similarity's "
+        "metric embedding.")
 
 
 class SqlSettings(Block):

@@ -72,6 +72,7 @@ class Runtime:
             slow_after_s=settings.execution.worker_slow_after_s,
             length_tokenizers=settings.shaping.length_tokenizers,
             sql_databases_dir=settings.sql.databases_dir,
+            embedding_models=settings.shaping.embedding_models,
         )
         async with AsyncExitStack() as stack:
             await pool.start()

@@ -127,6 +127,7 @@ class WorkerPool:
         slow_after_s: float = 2.0,
         length_tokenizers: dict[str, str] | None = None,
         sql_databases_dir: str = "",
+        embedding_models: dict[str, str] | None = None,
     ) -> None:
         self.size = max(1, size)
         self.slow_after_s = slow_after_s
@@ -137,7 +138,8 @@ class WorkerPool:
         self.env = dict(env or {})  # extra environment of the worker processes
         # Told to each worker on its command line, not through its environment.
         self.worker_config = WorkerConfig(memory_mb=memory_mb, length_tokenizers=dict(length_tokenizers or {}),
-                                          sql_databases_dir=sql_databases_dir)
+                                          sql_databases_dir=sql_databases_dir,
+                                          embedding_models=dict(embedding_models or {}))
         self._idle: asyncio.Queue[_Worker] = asyncio.Queue()
         self._all: set[_Worker] = set()
         self._stats = PoolStats(size=self.size)

@@ -29,6 +29,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "verifiers.kinds.spec",
     "verifiers.kinds.sql",
     "verifiers.kinds.lean",
+    "verifiers.kinds.rules",
 )
 
 

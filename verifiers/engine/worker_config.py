@@ -12,10 +12,12 @@ class WorkerConfig:
     memory_mb: int = 0  # RLIMIT_AS once the verifiers are imported and warm (0: none)
     length_tokenizers: dict[str, str] = field(default_factory=dict)  # name -> local directory (length unit=tokens)
     sql_databases_dir: str = ""  # where the sql verifier finds its databases ("" : not configured)
+    embedding_models: dict[str, str] = field(default_factory=dict)  # name -> local directory (text_similarity)
 
     def kind_settings(self) -> dict[str, object]:
         """What the kinds read through ``verifiers.context.process_setting``."""
-        return {"length_tokenizers": dict(self.length_tokenizers), "sql_databases_dir": self.sql_databases_dir}
+        return {"length_tokenizers": dict(self.length_tokenizers), "sql_databases_dir": self.sql_databases_dir,
+                "embedding_models": dict(self.embedding_models)}
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

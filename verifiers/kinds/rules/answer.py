@@ -1,0 +1,100 @@
+"""The part of a model's output a rule reward reads, and the values written in it.
+
+R1-style models put their working in ``<think>`` and the answer in ``<answer>`` tags (VLM-R1, UI-R1, GUI-R1,
+Search-R1 all prompt for that shape); others answer in plain text or a fenced JSON block. A rule reward reads the
+answer only: numbers in the reasoning are not the answer, and a box the model considered and dropped must not count.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import re
+from typing import Any
+
+_THINK_END = re.compile(r"</think\s*>", re.IGNORECASE)
+_ANSWER = re.compile(r"<answer\s*>(.*?)(?:</answer\s*>|$)", re.IGNORECASE | re.DOTALL)
+_FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
+# Chat-template markers a generation can end with; they are not part of the answer.
+_TEMPLATE_TAIL = re.compile(r"(?:<\|im_end\|>|<\|eot_id\|>|<\|endoftext\|>|</s>|<eos>|<\|end\|>)\s*$")
+
+
+def answer_text(response: str) -> str:
+    """The answer region: after the last ``</think>``, inside the last ``<answer>`` block when there is one."""
+    text = _THINK_END.split(response)[-1]
+    blocks = _ANSWER.findall(text)
+    if blocks:
+        text = blocks[-1]
+    while (m := _TEMPLATE_TAIL.search(text)) is not None:
+        text = text[: m.start()]
+    return text.strip()
+
+
+def answer_blocks(response: str) -> list[str]:
+    """Every ``<answer>`` block after the reasoning (several different ones are a hedge); [] when there is none."""
+    text = _THINK_END.split(response)[-1]
+    return [b.strip() for b in _ANSWER.findall(text)]
+
+
+def loads_lenient(text: str) -> Any:
+    """A JSON value, or a Python literal as models often write it (single quotes, True/None, tuples); None if
+    neither. ``ast.literal_eval`` builds only literals, and the text is bounded by the caller."""
+    text = text.strip()
+    if not text or len(text) > 200_000:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+
+
+def structured_values(text: str) -> list[Any]:
+    """JSON or literal values found in the answer: the whole text, fenced blocks, then each bracketed span that parses.
+
+    Returned outermost first, so a list of objects is read as one value rather than as its members.
+    """
+    whole = loads_lenient(text)
+    if whole is not None and not isinstance(whole, (int, float, str)):
+        return [whole]
+    found: list[Any] = []
+    for block in _FENCE.findall(text):
+        value = loads_lenient(block)
+        if value is not None and not isinstance(value, (int, float, str)):
+            found.append(value)
+    if found:
+        return found
+    return [v for v in _bracketed(text) if not isinstance(v, (int, float, str))]
+
+
+def _bracketed(text: str) -> list[Any]:
+    """Outermost balanced ``[...]`` / ``{...}`` spans that parse as values, left to right (linear scan)."""
+    out: list[Any] = []
+    depth, start, opener = 0, -1, ""
+    pairs = {"[": "]", "{": "}"}
+    in_string: str | None = None
+    for i, ch in enumerate(text):
+        if in_string:
+            if ch == in_string and text[i - 1] != "\\":
+                in_string = None
+            continue
+        if depth and ch in "\"'":
+            in_string = ch
+        elif ch in pairs and (depth == 0 or ch == opener):
+            if depth == 0:
+                start, opener = i, ch
+            depth += 1
+        elif depth and ch == pairs[opener]:
+            depth -= 1
+            if depth == 0:
+                value = loads_lenient(text[start : i + 1])
+                if value is not None:
+                    out.append(value)
+        if len(out) >= 256:
+            break
+    return out
+
+
+NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
