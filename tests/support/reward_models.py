@@ -86,3 +86,15 @@ def _tiny_tokenizer(path: Path) -> None:
     tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]").save_pretrained(path)
+
+
+def build_embedding_model(path: Path, *, seed: int = 0) -> Path:
+    """A tiny base model (no head) for mean-pooled sentence embeddings."""
+    import torch
+    from transformers import Qwen2Model
+
+    path.mkdir(parents=True, exist_ok=True)
+    tokenizer = build_tokenizer(path)
+    torch.manual_seed(seed)
+    Qwen2Model(_config(tokenizer)).eval().save_pretrained(path)
+    return path

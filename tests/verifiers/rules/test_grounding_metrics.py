@@ -11,9 +11,9 @@ import pytest
 from verifiers.kinds.rules.grounding import GroundingVerifier
 
 pytest.importorskip("pycocotools")
-from pycocotools import mask as mask_utils  # noqa: E402
-from pycocotools.coco import COCO  # noqa: E402
-from pycocotools.cocoeval import COCOeval  # noqa: E402
+from pycocotools import mask as mask_utils
+from pycocotools.coco import COCO
+from pycocotools.cocoeval import COCOeval
 
 G = GroundingVerifier()
 

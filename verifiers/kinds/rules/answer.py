@@ -11,6 +11,8 @@ import json
 import re
 from typing import Any
 
+from verifiers.types import Verdict
+
 _THINK_END = re.compile(r"</think\s*>", re.IGNORECASE)
 _ANSWER = re.compile(r"<answer\s*>(.*?)(?:</answer\s*>|$)", re.IGNORECASE | re.DOTALL)
 _FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
@@ -98,3 +100,12 @@ def _bracketed(text: str) -> list[Any]:
 
 
 NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+
+
+def metric_verdict(measured: float, label: str, threshold: float | None, **details: Any) -> Verdict:
+    """A metric's verdict: the value clipped to [0, 1] (float sums can land a hair outside), or 1/0 at a threshold."""
+    value = max(0.0, min(1.0, measured))
+    if threshold is None:
+        return Verdict.ok(value, f"{label} {value:.3f}", **details)
+    passed = value >= threshold
+    return Verdict.ok(1.0 if passed else 0.0, f"{label} {value:.3f} {'>=' if passed else '<'} {threshold}", **details)

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from verifiers.base import BaseOptions, Verifier
-from verifiers.kinds.rules.answer import answer_text
+from verifiers.kinds.rules.answer import answer_text, metric_verdict
 from verifiers.kinds.rules.boxes import (
     Box,
     Coords,
@@ -212,7 +212,7 @@ class GroundingVerifier(Verifier[GroundingOptions]):
                 value = (value + 1) / 2  # scores live in [0, 1]; the raw GIoU is in details
                 details["giou"] = sum(per) / max(len(distinct), len(refs))
         details["value"] = value
-        return self._scored(value, metric, options, details)
+        return metric_verdict(value, metric, options.threshold, **details)
 
     def _point(self, text: str, refs: list[Box], size: tuple[float, float] | None,
                factors: tuple[float, float], options: GroundingOptions) -> Verdict:
@@ -227,13 +227,5 @@ class GroundingVerifier(Verifier[GroundingOptions]):
             return Verdict.rejected("a point lies outside the image", points=[list(p) for p in distinct[:20]])
         hits = sum(1 for p in distinct if any(inside(p, r) for r in refs))
         value = hits / len(refs)
-        return self._scored(value, "point", options, {"metric": "point", "points": [list(p) for p in distinct],
-                                                      "hits": hits, "value": value})
-
-    @staticmethod
-    def _scored(value: float, metric: str, options: GroundingOptions, details: dict[str, Any]) -> Verdict:
-        if options.threshold is not None:
-            passed = value >= options.threshold
-            return Verdict.ok(1.0 if passed else 0.0,
-                              f"{metric} {value:.3f} {'>=' if passed else '<'} {options.threshold}", **details)
-        return Verdict.ok(max(0.0, min(1.0, value)), f"{metric} {value:.3f}", **details)
+        return metric_verdict(value, "point", options.threshold, metric="point",
+                              points=[list(p) for p in distinct], hits=hits, value=value)

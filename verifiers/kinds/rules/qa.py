@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from verifiers.base import BaseOptions, Verifier
-from verifiers.kinds.rules.answer import answer_text
+from verifiers.kinds.rules.answer import answer_text, metric_verdict
 from verifiers.types import InvalidReference, Verdict
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -82,11 +82,8 @@ class QAVerifier(Verifier[QAOptions]):
         scores = [fn(text, g) for g in golds]
         best = max(range(len(golds)), key=lambda i: scores[i])
         value = scores[best]
-        details = {"metric": options.metric, "answer": text[:500], "matched": golds[best], "value": value}
-        if options.threshold is not None:
-            passed = value >= options.threshold
-            return Verdict.ok(1.0 if passed else 0.0, f"{options.metric} {value:.3f}", **details)
-        return Verdict.ok(value, f"{options.metric} {value:.3f}", **details)
+        return metric_verdict(value, options.metric, options.threshold, metric=options.metric, answer=text[:500],
+                              matched=golds[best], value=value)
 
 
 def _golds(reference: Any) -> list[str]:

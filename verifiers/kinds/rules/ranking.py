@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from verifiers.base import BaseOptions, Verifier
-from verifiers.kinds.rules.answer import answer_text, structured_values
+from verifiers.kinds.rules.answer import answer_text, metric_verdict, structured_values
 from verifiers.types import InvalidReference, Verdict
 
 _BRACKET_IDS = re.compile(r"\[\s*([^\[\]\n]{1,64}?)\s*\]")
@@ -92,7 +92,7 @@ class RankingVerifier(Verifier[RankingOptions]):
             else:
                 value = next((1.0 / (i + 1) for i, item in enumerate(top) if item in relevant), 0.0)
         details["value"] = value
-        return Verdict.ok(value, f"{options.metric}@{k} {value:.3f}", **details)
+        return metric_verdict(value, f"{options.metric}@{k}", None, **details)
 
 
 def _reference(reference: Any) -> tuple[dict[str, float], int | None]:

@@ -22,7 +22,7 @@ from pydantic import Field
 
 from verifiers.base import BaseOptions, Verifier
 from verifiers.context import process_setting
-from verifiers.kinds.rules.answer import answer_text
+from verifiers.kinds.rules.answer import answer_text, metric_verdict
 from verifiers.types import InvalidReference, Verdict, VerifierUnavailable
 
 Metric = Literal["bleu", "chrf", "rouge_l", "rouge1", "rouge2", "rouge_lsum", "embedding"]
@@ -81,13 +81,9 @@ def _reference(reference: Any) -> tuple[list[str], str | None]:
 
 def lexical(metric: str, hypothesis: str, refs: list[str], options: SimilarityOptions) -> float:
     try:
-        if metric in ("bleu", "chrf"):
-            import sacrebleu
-        else:
-            from rouge_score import rouge_scorer
+        import sacrebleu
     except ImportError:
-        raise VerifierUnavailable(f"metric {metric} needs sacrebleu and rouge-score "
-                                  "(pip install reward-service[rules])") from None
+        raise VerifierUnavailable(f"metric {metric} needs sacrebleu (pip install reward-service[rules])") from None
     if metric == "bleu":
         return float(sacrebleu.sentence_bleu(hypothesis, refs, tokenize=options.tokenize,
                                              lowercase=options.lowercase).score) / 100.0
@@ -100,7 +96,10 @@ def lexical(metric: str, hypothesis: str, refs: list[str], options: SimilarityOp
 
 @lru_cache(maxsize=8)
 def _rouge(kind: str, stemmer: bool) -> Any:
-    from rouge_score import rouge_scorer
+    try:
+        from rouge_score import rouge_scorer
+    except ImportError:
+        raise VerifierUnavailable("ROUGE needs rouge-score (pip install reward-service[rules])") from None
 
     return rouge_scorer.RougeScorer([kind], use_stemmer=stemmer)
 
@@ -151,6 +150,11 @@ class TextSimilarityVerifier(Verifier[SimilarityOptions]):
     Options = SimilarityOptions
     binary = False
 
+    def warm_up(self) -> None:
+        """Load the configured embedding models in each worker at start: a first check must not pay for torch."""
+        for name in configured_models():
+            embed(name, ["warm up"])
+
     def check(self, response: str, reference: Any, options: SimilarityOptions) -> Verdict:
         refs, source = _reference(reference)
         text = answer_text(response)
@@ -171,11 +175,6 @@ class TextSimilarityVerifier(Verifier[SimilarityOptions]):
         if options.metric == "embedding":
             vectors = embed(options.model, [text, *refs])
             value = max(sum(a * b for a, b in zip(vectors[0], v)) for v in vectors[1:])
-            value = max(0.0, min(1.0, value))
         else:
             value = lexical(options.metric, text, refs, options)
-        details = {"metric": options.metric, "value": value}
-        if options.threshold is not None:
-            passed = value >= options.threshold
-            return Verdict.ok(1.0 if passed else 0.0, f"{options.metric} {value:.3f}", **details)
-        return Verdict.ok(value, f"{options.metric} {value:.3f}", **details)
+        return metric_verdict(value, options.metric, options.threshold, metric=options.metric, value=value)

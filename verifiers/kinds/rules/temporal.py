@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import Field
 
 from verifiers.base import BaseOptions, Verifier
-from verifiers.kinds.rules.answer import answer_text, structured_values
+from verifiers.kinds.rules.answer import answer_text, metric_verdict, structured_values
 from verifiers.types import InvalidReference, Verdict
 
 Segment = tuple[float, float]
@@ -22,6 +22,10 @@ _TIME = r"(?:\d+:)?\d+:\d+(?:\.\d+)?|\d+(?:\.\d+)?"
 _UNIT = r"\s*(?:s|sec|secs|second|seconds)?\b"
 _SPAN = re.compile(
     rf"(?P<a>{_TIME}){_UNIT}\s*(?:-|–|—|~|to|until|and)\s*(?P<b>{_TIME}){_UNIT}", re.IGNORECASE)
+# "starts at 00:15 and ends at 00:21", "beginning around 12 s ... ending at 18 s"
+_STARTS_ENDS = re.compile(
+    rf"\b(?:start|begin)\w*[^\d\n]{{0,24}}?(?P<a>{_TIME}){_UNIT}[^\n]{{0,60}}?"
+    rf"\b(?:end|finish|stop)\w*[^\d\n]{{0,24}}?(?P<b>{_TIME}){_UNIT}", re.IGNORECASE)
 SAME_SEGMENT_IOU = 0.9
 
 
@@ -71,7 +75,7 @@ def read_segments(text: str) -> list[Segment]:
                 found.append(seg)
     if found:
         return found
-    for m in _SPAN.finditer(text):
+    for m in [*_SPAN.finditer(text), *_STARTS_ENDS.finditer(text)]:
         a, b = seconds(m.group("a")), seconds(m.group("b"))
         if a is not None and b is not None:
             found.append((a, b))
@@ -122,12 +126,7 @@ class TemporalGroundingVerifier(Verifier[TemporalOptions]):
             return Verdict.rejected("the segment covers most of the video while the moment is short",
                                     segment=list(seg))
         value = tiou(seg, ref)
-        details = {"segment": list(seg), "tiou": value}
-        if options.threshold is not None:
-            passed = value >= options.threshold
-            return Verdict.ok(1.0 if passed else 0.0,
-                              f"tIoU {value:.3f} {'>=' if passed else '<'} {options.threshold}", **details)
-        return Verdict.ok(value, f"tIoU {value:.3f}", **details)
+        return metric_verdict(value, "tIoU", options.threshold, segment=list(seg), tiou=value)
 
 
 def _reference(reference: Any) -> tuple[Segment, float | None]:
