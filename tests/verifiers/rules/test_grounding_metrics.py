@@ -105,3 +105,19 @@ def test_giou_scores_a_near_miss_above_a_far_miss() -> None:
     assert near.score is not None and far.score is not None
     assert near.details["giou"] < 0 and far.details["giou"] < near.details["giou"]
     assert 0 <= far.score < near.score < 0.5
+
+
+def test_matching_equals_scipy_on_500_matrices() -> None:
+    linear_sum_assignment = pytest.importorskip("scipy.optimize").linear_sum_assignment
+    from verifiers.kinds.rules.matching import max_weight_matching
+
+    rng = random.Random(17)
+    for _ in range(500):
+        rows, cols = rng.randint(1, 7), rng.randint(1, 7)
+        matrix = [[rng.choice([0.0, rng.random()]) for _ in range(cols)] for _ in range(rows)]
+        r, c = linear_sum_assignment(matrix, maximize=True)
+        want = sum(matrix[i][j] for i, j in zip(r, c))
+        pairs = max_weight_matching(matrix)
+        assert len(pairs) == min(rows, cols)
+        assert len({i for i, _ in pairs}) == len(pairs) == len({j for _, j in pairs})
+        assert sum(matrix[i][j] for i, j in pairs) == pytest.approx(want)

@@ -15,7 +15,7 @@ from verifiers.types import Verdict
 
 _THINK_END = re.compile(r"</think\s*>", re.IGNORECASE)
 _ANSWER = re.compile(r"<answer\s*>(.*?)(?:</answer\s*>|$)", re.IGNORECASE | re.DOTALL)
-_FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
+_FENCE_LANG = re.compile(r"[a-zA-Z0-9_-]{0,20}[ \t]*\n?")
 # Chat-template markers a generation can end with; they are not part of the answer.
 _TEMPLATE_TAIL = re.compile(r"(?:<\|im_end\|>|<\|eot_id\|>|<\|endoftext\|>|</s>|<eos>|<\|end\|>)\s*$")
 
@@ -45,7 +45,7 @@ def loads_lenient(text: str) -> Any:
         return None
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
     try:
         return ast.literal_eval(text)
@@ -62,13 +62,20 @@ def structured_values(text: str) -> list[Any]:
     if whole is not None and not isinstance(whole, (int, float, str)):
         return [whole]
     found: list[Any] = []
-    for block in _FENCE.findall(text):
+    for block in fenced(text):
         value = loads_lenient(block)
         if value is not None and not isinstance(value, (int, float, str)):
             found.append(value)
     if found:
         return found
     return [v for v in _bracketed(text) if not isinstance(v, (int, float, str))]
+
+
+def fenced(text: str) -> list[str]:
+    """The contents of closed ``` fences (a split, so an unclosed fence costs one pass, not one per marker)."""
+    pieces = text.split("```")
+    blocks = pieces[1:-1:2] if len(pieces) % 2 else pieces[1:-2:2]
+    return [b[m.end():] if (m := _FENCE_LANG.match(b)) else b for b in blocks]
 
 
 def _bracketed(text: str) -> list[Any]:
@@ -99,7 +106,11 @@ def _bracketed(text: str) -> list[Any]:
     return out
 
 
-NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+# Bounded repeats keep every pattern built on it linear: an unbounded digit run retried from each of its positions
+# is quadratic on a long run of digits.
+NUMBER = r"(?<![\d.])[-+]?(?:\d{1,15}(?:\.\d{0,15})?|\.\d{1,15})(?:[eE][-+]?\d{1,3})?"
+# Bounded white space between tokens, for the same reason (adjacent unbounded \s* runs backtrack quadratically).
+SP = r"\s{0,16}"
 
 
 def metric_verdict(measured: float, label: str, threshold: float | None, **details: Any) -> Verdict:

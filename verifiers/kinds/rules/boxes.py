@@ -15,17 +15,18 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from verifiers.kinds.rules.answer import NUMBER, structured_values
+from verifiers.kinds.rules.answer import NUMBER, SP, structured_values
 
 Coords = Literal["pixel", "0-1", "0-1000"]
 Box = tuple[float, float, float, float]
 
-_N = rf"\s*({NUMBER})\s*"
-_PAIR_PAIR = re.compile(rf"\(\s*{_N},{_N}\)\s*,?\s*(?:to\s*)?\(\s*{_N},{_N}\)")
+_N = rf"{SP}({NUMBER}){SP}"
+_PAIR_PAIR = re.compile(rf"\({_N},{_N}\){SP},?{SP}(?:to{SP})?\({_N},{_N}\)")
 _FOUR = re.compile(rf"\[{_N},{_N},{_N},{_N}\]")
-_TAGGED = re.compile(r"<\|box_start\|>(.*?)<\|box_end\|>|<box>(.*?)</box>", re.DOTALL | re.IGNORECASE)
+_TAGGED = re.compile(r"<\|box_start\|>(.{0,400}?)<\|box_end\|>|<box>(.{0,400}?)</box>",
+                     re.DOTALL | re.IGNORECASE)
 _BOX_KEYS = ("bbox_2d", "bbox", "box", "bounding_box", "box_2d", "coordinates")
-_POINT = re.compile(rf"\(\s*{_N},{_N}\)|\[{_N},{_N}\]")
+_POINT = re.compile(rf"\({_N},{_N}\)|\[{_N},{_N}\]")
 _POINT_KEYS = ("point_2d", "point", "coordinate", "coordinates", "click", "position")
 MAX_BOXES_READ = 1000
 

@@ -31,6 +31,7 @@ from verifiers.kinds.rules.boxes import (
     to_pixels,
     value_boxes,
 )
+from verifiers.kinds.rules.matching import max_weight_matching
 from verifiers.types import InvalidReference, Verdict, VerifierUnavailable
 
 Metric = Literal["auto", "iou", "giou", "f1", "ap", "point"]
@@ -102,21 +103,21 @@ def _guard(box: Box, size: tuple[float, float] | None, options: GroundingOptions
     return clipped, ""
 
 
-def _distinct(boxes: list[Box]) -> list[Box]:
+def _distinct(boxes: list[Box], enough: int) -> list[Box]:
+    """The boxes that are not another written twice; stops at ``enough`` (all a refusal needs to know)."""
     kept: list[Box] = []
     for b in boxes:
         if all(iou(b, k) < SAME_BOX_IOU for k in kept):
             kept.append(b)
+            if len(kept) >= enough:
+                break
     return kept
 
 
 def _matching(preds: list[Box], refs: list[Box], metric: Any) -> list[tuple[int, int, float]]:
-    """One-to-one pairs maximising the total metric (the Hungarian method on the pairwise matrix)."""
-    from scipy.optimize import linear_sum_assignment
-
+    """One-to-one pairs maximising the total metric."""
     matrix = [[metric(p, r) for r in refs] for p in preds]
-    rows, cols = linear_sum_assignment(matrix, maximize=True)
-    return [(int(i), int(j), float(matrix[i][j])) for i, j in zip(rows, cols)]
+    return [(i, j, matrix[i][j]) for i, j in max_weight_matching(matrix)]
 
 
 def coco_ap(preds: list[tuple[Box, float]], refs: list[Box], which: str) -> float:
@@ -158,6 +159,12 @@ class GroundingVerifier(Verifier[GroundingOptions]):
                    "reference boxes: IoU, GIoU, F1 at an IoU, COCO AP, or point-in-box.")
     Options = GroundingOptions
     binary = False
+    # Linear reading with bounded patterns, at most 1,000 boxes, pairwise work bounded by max_boxes: cheap enough for
+    # the event loop except AP, which builds pycocotools' structures per item.
+    inline_max_chars = 20_000
+
+    def inline_ok(self, options: GroundingOptions) -> bool:
+        return options.metric != "ap"
 
     def check(self, response: str, reference: Any, options: GroundingOptions) -> Verdict:
         refs, size, _ = parse_reference(reference)
@@ -188,7 +195,7 @@ class GroundingVerifier(Verifier[GroundingOptions]):
                 return Verdict.rejected("a box covers most of the image while the target is small",
                                         box=list(big[0]))
         limit = options.max_boxes or {"iou": len(refs), "giou": len(refs), "f1": 3 * len(refs), "ap": 100}[metric]
-        distinct = _distinct(boxes) if metric in ("iou", "giou") else boxes
+        distinct = _distinct(boxes, limit + 1) if metric in ("iou", "giou") else boxes
         if len(distinct) > limit:
             reason = (f"several different boxes for {len(refs)} target(s)" if metric in ("iou", "giou")
                       else f"{len(distinct)} boxes where at most {limit} are accepted")

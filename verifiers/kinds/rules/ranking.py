@@ -16,8 +16,9 @@ from verifiers.base import BaseOptions, Verifier
 from verifiers.kinds.rules.answer import answer_text, metric_verdict, structured_values
 from verifiers.types import InvalidReference, Verdict
 
-_BRACKET_IDS = re.compile(r"\[\s*([^\[\]\n]{1,64}?)\s*\]")
-_LINE_ITEM = re.compile(r"^\s*(?:\d+\s*[.):]|[-*•])\s*(.+?)\s*$", re.MULTILINE)
+_BRACKET_IDS = re.compile(r"\[([^\[\]\n]{1,64})\]")
+# [ \t], not \s: under MULTILINE a \s run spans blank lines and is retried from each one (quadratic).
+_LINE_ITEM = re.compile(r"^[ \t]{0,16}(?:\d{1,6}[ \t]{0,4}[.):]|[-*•])[ \t]{0,16}(.+)$", re.MULTILINE)
 MAX_ITEMS = 10_000
 
 

@@ -31,7 +31,8 @@ _ROUGE_TYPES = {"rouge_l": "rougeL", "rouge1": "rouge1", "rouge2": "rouge2", "ro
 
 class SimilarityOptions(BaseOptions):
     metric: Metric = Field("chrf", description="bleu, chrf, rouge_l / rouge1 / rouge2 / rouge_lsum, or embedding.")
-    tokenize: str = Field("13a", description="sacrebleu tokenizer for BLEU (13a, intl, zh, ja-mecab, char, none).")
+    tokenize: Literal["13a", "intl", "zh", "char", "none", "ja-mecab", "ko-mecab", "flores101", "flores200"] = Field(
+        "13a", description="sacrebleu's tokenizer for BLEU (mecab and flores ones need their extra packages).")
     lowercase: bool = Field(False, description="BLEU: compare lower-cased.")
     chrf_word_order: int = Field(0, ge=0, le=2, description="chrF word n-gram order (2: chrF++).")
     rouge_stemmer: bool = Field(True, description="ROUGE: Porter-stem English tokens (rouge-score's use_stemmer).")
@@ -80,18 +81,36 @@ def _reference(reference: Any) -> tuple[list[str], str | None]:
 
 
 def lexical(metric: str, hypothesis: str, refs: list[str], options: SimilarityOptions) -> float:
-    try:
-        import sacrebleu
-    except ImportError:
-        raise VerifierUnavailable(f"metric {metric} needs sacrebleu (pip install reward-service[rules])") from None
     if metric == "bleu":
-        return float(sacrebleu.sentence_bleu(hypothesis, refs, tokenize=options.tokenize,
-                                             lowercase=options.lowercase).score) / 100.0
+        return float(_bleu(options.tokenize, options.lowercase).sentence_score(hypothesis, refs).score) / 100.0
     if metric == "chrf":
-        return float(sacrebleu.sentence_chrf(hypothesis, refs, word_order=options.chrf_word_order).score) / 100.0
+        return float(_chrf(options.chrf_word_order).sentence_score(hypothesis, refs).score) / 100.0
     kind = _ROUGE_TYPES[metric]
     scorer = _rouge(kind, options.rouge_stemmer)
     return max(float(scorer.score(r, hypothesis)[kind].fmeasure) for r in refs)
+
+
+def _sacrebleu() -> Any:
+    try:
+        import sacrebleu
+    except ImportError:
+        raise VerifierUnavailable("BLEU and chrF need sacrebleu (pip install reward-service[rules])") from None
+    return sacrebleu
+
+
+# sacrebleu's sentence_bleu / sentence_chrf build a metric (and its tokenizer) per call; a kept metric object scores
+# the same sentences with the same settings several times faster.
+@lru_cache(maxsize=16)
+def _bleu(tokenize: str, lowercase: bool) -> Any:
+    try:
+        return _sacrebleu().metrics.BLEU(tokenize=tokenize, lowercase=lowercase, effective_order=True)
+    except (ImportError, ValueError, KeyError, AssertionError) as exc:
+        raise VerifierUnavailable(f"sacrebleu cannot use tokenize={tokenize!r} here: {exc}") from None
+
+
+@lru_cache(maxsize=4)
+def _chrf(word_order: int) -> Any:
+    return _sacrebleu().metrics.CHRF(word_order=word_order)
 
 
 @lru_cache(maxsize=8)
@@ -151,7 +170,14 @@ class TextSimilarityVerifier(Verifier[SimilarityOptions]):
     binary = False
 
     def warm_up(self) -> None:
-        """Load the configured embedding models in each worker at start: a first check must not pay for torch."""
+        """Import the metrics' libraries (rouge-score pulls in nltk: seconds) and load the configured embedding models
+        in each worker at start: a first check that paid for them would outlast the pool's slow-check limit and have
+        its worker set aside, and the replacement would pay again."""
+        try:
+            _rouge("rougeL", True)
+            _bleu("13a", False)
+        except VerifierUnavailable:
+            pass
         for name in configured_models():
             embed(name, ["warm up"])
 

@@ -18,10 +18,11 @@ from verifiers.types import InvalidReference, Verdict
 
 Segment = tuple[float, float]
 
-_TIME = r"(?:\d+:)?\d+:\d+(?:\.\d+)?|\d+(?:\.\d+)?"
-_UNIT = r"\s*(?:s|sec|secs|second|seconds)?\b"
+# Bounded repeats throughout: a run of digits or spaces retried from each position must stay linear.
+_TIME = r"(?<![\d.:])(?:\d{1,2}:)?\d{1,6}:\d{1,2}(?:\.\d{1,6})?|(?<![\d.:])\d{1,9}(?:\.\d{1,6})?"
+_UNIT = r"[ \t]{0,4}(?:s|sec|secs|second|seconds)?\b"
 _SPAN = re.compile(
-    rf"(?P<a>{_TIME}){_UNIT}\s*(?:-|–|—|~|to|until|and)\s*(?P<b>{_TIME}){_UNIT}", re.IGNORECASE)
+    rf"(?P<a>{_TIME}){_UNIT}[ \t]{{0,8}}(?:-|–|—|~|to|until|and)[ \t]{{0,8}}(?P<b>{_TIME}){_UNIT}", re.IGNORECASE)
 # "starts at 00:15 and ends at 00:21", "beginning around 12 s ... ending at 18 s"
 _STARTS_ENDS = re.compile(
     rf"\b(?:start|begin)\w*[^\d\n]{{0,24}}?(?P<a>{_TIME}){_UNIT}[^\n]{{0,60}}?"
