@@ -1,10 +1,16 @@
-"""What the kinds that call a server over HTTP share (the judges' backends, remote reward models): which answers are
-worth another try, which say the server refuses us, and how long a Retry-After asks to wait. Not a kind: it exports no
-verifiers, and imports nothing of the kinds, so any of them may use it without importing another."""
+"""What the kinds that call a server over HTTP share (the judges' backends, remote reward models, the Lean client):
+which answers are worth another try, which say the server refuses us, how long a Retry-After asks to wait, and the
+one retry loop that applies them. Not a kind: it exports no verifiers, and imports nothing of the kinds, so any of
+them may use it without importing another."""
 from __future__ import annotations
 
+import asyncio
 import email.utils
+import logging
+import random
 import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import httpx
 
@@ -28,3 +34,75 @@ def retry_after(response: httpx.Response) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How one backend retries: attempts, jittered exponential backoff, which statuses mean what."""
+
+    max_retries: int
+    backoff_s: float
+    backoff_max_s: float
+    retryable: frozenset[int] = RETRYABLE_STATUS
+    refused: frozenset[int] = REFUSED_STATUS
+
+    def backoff(self, attempt: int) -> float:
+        ceiling = min(self.backoff_max_s, self.backoff_s * (2.0**attempt))
+        return ceiling * (0.5 + random.random() / 2)  # equal jitter: spread retries, keep a floor
+
+
+@dataclass(frozen=True)
+class Failures:
+    """What a caller raises for each way a call ends without a usable answer: the server refuses us (misconfigured),
+    it rejects this request (no retry helps), or it stays unreachable after every attempt."""
+
+    refused: Callable[[httpx.Response], Exception]
+    rejected: Callable[[httpx.Response], Exception]
+    unavailable: Callable[[str, int], Exception]  # (the last trouble, attempts made)
+
+
+async def send_with_retries(
+    send: Callable[[], Awaitable[httpx.Response]],
+    policy: RetryPolicy,
+    failures: Failures,
+    *,
+    log: logging.Logger,
+    what: str,
+    timeout_s: float | None = None,
+    hinted_wait: Callable[[float], float] | None = None,
+    on_retry: Callable[[], None] | None = None,
+    describe: Callable[[httpx.Response], str] | None = None,
+) -> httpx.Response:
+    """Send until a 200 arrives (returned), the server refuses or rejects the call, or the attempts run out.
+
+    ``hinted_wait`` turns a retryable answer's Retry-After into the wait before the next attempt (None: the hint is
+    ignored and the backoff applies); ``on_retry`` is told of each retry (for counters); ``describe`` words a
+    retryable answer for the log and the final error (default: its status).
+    """
+    last = "no attempt made"
+    for attempt in range(policy.max_retries + 1):
+        wait = policy.backoff(attempt)
+        try:
+            response = await send()
+        except httpx.TimeoutException:
+            last = f"no reply within {timeout_s:g}s" if timeout_s is not None else "no reply in time"
+        except httpx.TransportError as exc:
+            last = f"connection failed ({type(exc).__name__})"
+        else:
+            code = response.status_code
+            if code == 200:
+                return response
+            if code in policy.refused:
+                raise failures.refused(response)
+            if code not in policy.retryable:
+                raise failures.rejected(response)
+            last = describe(response) if describe is not None else f"HTTP {code}"
+            hinted = retry_after(response)
+            if hinted is not None and hinted_wait is not None:
+                wait = hinted_wait(hinted)
+        if attempt < policy.max_retries:
+            if on_retry is not None:
+                on_retry()
+            log.warning("%s: %s; retry %d/%d in %.2fs", what, last, attempt + 1, policy.max_retries, wait)
+            await asyncio.sleep(wait)
+    raise failures.unavailable(last, policy.max_retries + 1)

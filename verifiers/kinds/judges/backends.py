@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import random
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
@@ -17,7 +16,7 @@ import httpx
 
 from sandbox.api import run_client
 from verifiers.context import request_source
-from verifiers.kinds.http_calls import REFUSED_STATUS, RETRYABLE_STATUS, retry_after
+from verifiers.kinds.http_calls import Failures, RetryPolicy, send_with_retries
 from verifiers.kinds.judges.ratelimit import Clock, Grant, LimiterStats, Limits, RateLimiter
 from verifiers.types import VerifierFailed, VerifierUnavailable
 
@@ -121,8 +120,16 @@ class OpenAIChatBackend:
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
         self.max_retries = max_retries
-        self.backoff_s = backoff_s
         self.backoff_max_s = backoff_max_s
+        self.retry = RetryPolicy(max_retries, backoff_s, backoff_max_s)
+        self._failures = Failures(
+            refused=lambda r: VerifierUnavailable(
+                f"judge backend {self.name!r} refused the call: HTTP {r.status_code}: {r.text[:200]}"),
+            rejected=lambda r: JudgeError(
+                f"judge backend {self.name!r} rejected the request: HTTP {r.status_code}: {r.text[:200]}"),
+            unavailable=lambda last, attempts: VerifierUnavailable(
+                f"judge backend {self.name!r} unavailable after {attempts} attempts: {last}"),
+        )
         self.json_mode = json_mode
         self.ready = True
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -149,10 +156,6 @@ class OpenAIChatBackend:
     def limiter_stats(self) -> LimiterStats:
         return self.limiter.stats()
 
-    def _backoff(self, attempt: int) -> float:
-        ceiling = min(self.backoff_max_s, self.backoff_s * (2.0**attempt))
-        return ceiling * (0.5 + random.random() / 2)  # equal jitter: spread retries, keep a floor
-
     def _payload(self, messages: Messages, sampling: Sampling) -> dict[str, Any]:
         payload: dict[str, Any] = {
             "model": self.model,
@@ -170,39 +173,24 @@ class OpenAIChatBackend:
 
     async def complete(self, messages: Messages, sampling: Sampling) -> str:
         payload = self._payload(messages, sampling)
-        last = "no attempt made"
-        for attempt in range(self.max_retries + 1):
-            wait = self._backoff(attempt)
+        body: Any = None
+
+        async def send() -> httpx.Response:
+            nonlocal body
             tokens = self.estimate(messages, sampling.max_tokens)
-            try:
-                async with self.limiter.slot(request_source.get(), tokens, run_client.get()) as grant:
-                    response = await self._client.post("/chat/completions", json=payload)
-                    body = self._charge(grant, messages, response)
-            except httpx.TimeoutException:
-                last = f"no reply within {self.timeout_s:g}s"
-            except httpx.TransportError as exc:
-                last = f"connection failed ({type(exc).__name__})"
-            else:
-                code = response.status_code
-                if code == 200:
-                    return self._content(response, body)
-                snippet = response.text[:200]
-                if code in REFUSED_STATUS:
-                    raise VerifierUnavailable(f"judge backend {self.name!r} refused the call: HTTP {code}: {snippet}")
-                if code not in RETRYABLE_STATUS:
-                    raise JudgeError(f"judge backend {self.name!r} rejected the request: HTTP {code}: {snippet}")
-                last = f"HTTP {code}"
-                hinted = retry_after(response)
-                if hinted is not None:  # every call of this backend waits it out, this retry in the gate's queue
-                    self.limiter.pause(min(hinted, self.backoff_max_s))
-                    wait = 0.0
-            if attempt < self.max_retries:
-                log.warning("judge %s: %s; retry %d/%d in %.2fs", self.name, last, attempt + 1, self.max_retries,
-                            wait or self.limiter.stats().paused_s)
-                await asyncio.sleep(wait)
-        raise VerifierUnavailable(
-            f"judge backend {self.name!r} unavailable after {self.max_retries + 1} attempts: {last}"
-        )
+            async with self.limiter.slot(request_source.get(), tokens, run_client.get()) as grant:
+                response = await self._client.post("/chat/completions", json=payload)
+                body = self._charge(grant, messages, response)
+            return response
+
+        def pause(seconds: float) -> float:
+            """Every call of this backend waits a Retry-After out, this retry in the gate's queue."""
+            self.limiter.pause(min(seconds, self.backoff_max_s))
+            return 0.0
+
+        response = await send_with_retries(send, self.retry, self._failures, log=log, what=f"judge {self.name}",
+                                           timeout_s=self.timeout_s, hinted_wait=pause)
+        return self._content(response, body)
 
     def _charge(self, grant: Grant, messages: Messages, response: httpx.Response) -> Any:
         """Correct the call's estimated tokens from the usage it reports; a refused call (429) used none."""

@@ -11,17 +11,18 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import random
 from dataclasses import dataclass
 
 import httpx
 
 from verifiers.context import ResourceKey
+from verifiers.kinds.http_calls import Failures, RetryPolicy, send_with_retries
 from verifiers.kinds.lean.protocol import PATHS, Api, LeanServerError, SnippetResult, parse_results, request_body
 from verifiers.types import VerifierUnavailable
 
 log = logging.getLogger(__name__)
 
+# A Kimina server answers a wrong path's method with 405, and a 409 is no conflict a retry resolves.
 RETRY_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
 REFUSED_STATUS = frozenset({401, 403, 404, 405})
 
@@ -55,8 +56,15 @@ class LeanClient:
         self.max_batch = max_batch
         self.batch_wait_s = batch_wait_ms / 1000.0
         self.max_retries = max_retries
-        self.backoff_s = backoff_s
-        self.backoff_max_s = backoff_max_s
+        self.retry = RetryPolicy(max_retries, backoff_s, backoff_max_s, RETRY_STATUS, REFUSED_STATUS)
+        self._failures = Failures(
+            refused=lambda r: VerifierUnavailable(
+                f"Lean server refused the call: HTTP {r.status_code}: {r.text[:200]}"),
+            rejected=lambda r: LeanServerError(
+                f"Lean server rejected the request: HTTP {r.status_code}: {r.text[:200]}"),
+            unavailable=lambda last, attempts: VerifierUnavailable(
+                f"Lean server {self.base_url} unavailable after {attempts} attempts: {last}"),
+        )
         self.ready = True
         self.requests_sent = 0
         # Kimina server 1.x/2.0 reads "Authorization: Bearer", later versions "X-Auth-Token": both carry the key.
@@ -127,41 +135,19 @@ class LeanClient:
             if not p.future.done():
                 p.future.set_result(results[p.id])
 
-    def _backoff(self, attempt: int) -> float:
-        ceiling = min(self.backoff_max_s, self.backoff_s * (2.0**attempt))
-        return ceiling * (0.5 + random.random() / 2)
-
     async def _post(self, batch: list[_Pending], limit: int) -> dict[str, SnippetResult]:
         body = request_body([(p.id, p.code) for p in batch], limit, self.api)
-        last = "no attempt made"
-        for attempt in range(self.max_retries + 1):
-            try:
-                self.requests_sent += 1
-                response = await self._client.post(PATHS[self.api], json=body)
-            except httpx.TimeoutException:
-                last = "no reply in time"
-            except httpx.TransportError as exc:
-                last = f"connection failed ({type(exc).__name__})"
-            else:
-                code = response.status_code
-                if code == 200:
-                    try:
-                        payload = response.json()
-                    except ValueError:
-                        raise LeanServerError(
-                            f"malformed Lean server answer: not JSON: {response.text[:200]!r}") from None
-                    return parse_results(payload, [p.id for p in batch])
-                if code in REFUSED_STATUS:
-                    raise VerifierUnavailable(f"Lean server refused the call: HTTP {code}: {response.text[:200]}")
-                if code not in RETRY_STATUS:
-                    raise LeanServerError(f"Lean server rejected the request: HTTP {code}: {response.text[:200]}")
-                last = f"HTTP {code}"
-            if attempt < self.max_retries:
-                wait = self._backoff(attempt)
-                log.warning("lean server: %s; retry %d/%d in %.2fs", last, attempt + 1, self.max_retries, wait)
-                await asyncio.sleep(wait)
-        raise VerifierUnavailable(f"Lean server {self.base_url} unavailable after {self.max_retries + 1} attempts: "
-                                  f"{last}")
+
+        async def send() -> httpx.Response:
+            self.requests_sent += 1
+            return await self._client.post(PATHS[self.api], json=body)
+
+        response = await send_with_retries(send, self.retry, self._failures, log=log, what="lean server")
+        try:
+            payload = response.json()
+        except ValueError:
+            raise LeanServerError(f"malformed Lean server answer: not JSON: {response.text[:200]!r}") from None
+        return parse_results(payload, [p.id for p in batch])
 
 
 LEAN: ResourceKey[LeanClient] = ResourceKey("lean")

@@ -28,14 +28,13 @@ import asyncio
 import logging
 import math
 import os
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
-from verifiers.kinds.http_calls import REFUSED_STATUS, RETRYABLE_STATUS, retry_after
+from verifiers.kinds.http_calls import Failures, RetryPolicy, send_with_retries
 from verifiers.kinds.reward_models.batcher import Coalescer, _Pending
 from verifiers.kinds.reward_models.formats import Encoded, Encoder
 from verifiers.kinds.reward_models.spec import ModelSpec
@@ -271,10 +270,6 @@ class RemoteScorer(Coalescer):
         del self.stats.batch_sizes[:-1000]
         return parse_reply(self.spec, seqs, body)
 
-    def _backoff(self, attempt: int) -> float:
-        ceiling = min(20.0, self.spec.retry_backoff_s * (2.0**attempt))
-        return ceiling * (0.5 + random.random() / 2)
-
     async def _fetch(self, payload: dict[str, Any]) -> httpx.Response:
         """POST and read the reply, refusing one larger than ``max_reply_mb`` (a misconfigured pooler returning
         vocabulary-sized rows, or a hostile server, must not exhaust this process's memory)."""
@@ -296,42 +291,33 @@ class RemoteScorer(Coalescer):
     async def _post(self, payload: dict[str, Any]) -> Any:
         spec = self.spec
         where = f"{spec.backend} server {spec.url}{self.path}"
-        last = "no attempt made"
-        for attempt in range(spec.max_retries + 1):
-            wait = self._backoff(attempt)
+
+        async def send() -> httpx.Response:
             self.stats.requests += 1
-            try:
-                response = await self._fetch(payload)
-            except httpx.TimeoutException:
-                last = f"no reply within {spec.timeout_s:g}s"
-            except httpx.TransportError as exc:
-                last = f"connection failed ({type(exc).__name__})"
-            else:
-                code = response.status_code
-                if code == 200:
-                    try:
-                        body = response.json()
-                    except ValueError:
-                        raise MalformedAnswer(
-                            f"{where} sent a body that is not JSON: {response.text[:120]!r}") from None
-                    usage = body.get("usage") if isinstance(body, dict) else None
-                    if isinstance(usage, dict) and isinstance(usage.get("prompt_tokens"), int):
-                        self.stats.prompt_tokens += usage["prompt_tokens"]
-                    return body
-                if code in REFUSED_STATUS:
-                    raise ServerUnavailable(f"{where} refused the call: HTTP {code}: {_error_message(response)}")
-                if code not in RETRYABLE_STATUS:
-                    raise RequestRejected(f"{where} rejected the input: HTTP {code}: {_error_message(response)}")
-                last = f"HTTP {code}: {_error_message(response)[:120]}"
-                hinted = retry_after(response)
-                if hinted is not None:
-                    wait = min(hinted, 60.0)
-            if attempt < spec.max_retries:
-                self.stats.retries += 1
-                log.warning("reward model %s: %s; retry %d/%d in %.2fs", spec.name, last, attempt + 1,
-                            spec.max_retries, wait)
-                await asyncio.sleep(wait)
-        raise ServerUnavailable(f"{where} unavailable after {spec.max_retries + 1} attempts: {last}")
+            return await self._fetch(payload)
+
+        def on_retry() -> None:
+            self.stats.retries += 1
+
+        failures = Failures(
+            refused=lambda r: ServerUnavailable(f"{where} refused the call: HTTP {r.status_code}: {_error_message(r)}"),
+            rejected=lambda r: RequestRejected(
+                f"{where} rejected the input: HTTP {r.status_code}: {_error_message(r)}"),
+            unavailable=lambda last, attempts: ServerUnavailable(f"{where} unavailable after {attempts} attempts: "
+                                                                 f"{last}"),
+        )
+        response = await send_with_retries(
+            send, RetryPolicy(spec.max_retries, spec.retry_backoff_s, 20.0), failures, log=log,
+            what=f"reward model {spec.name}", timeout_s=spec.timeout_s, hinted_wait=lambda s: min(s, 60.0),
+            on_retry=on_retry, describe=lambda r: f"HTTP {r.status_code}: {_error_message(r)[:120]}")
+        try:
+            body = response.json()
+        except ValueError:
+            raise MalformedAnswer(f"{where} sent a body that is not JSON: {response.text[:120]!r}") from None
+        usage = body.get("usage") if isinstance(body, dict) else None
+        if isinstance(usage, dict) and isinstance(usage.get("prompt_tokens"), int):
+            self.stats.prompt_tokens += usage["prompt_tokens"]
+        return body
 
 
 # --- what the hub holds for a served model -----------------------------------------------------------------------
