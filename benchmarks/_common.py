@@ -4,7 +4,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -14,14 +13,10 @@ from typing import Any
 
 import httpx
 
+from tests.support.server import free_port
+
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 120.0) -> None:

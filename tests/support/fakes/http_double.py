@@ -3,7 +3,6 @@ it received, and a uvicorn server on a free loopback port in a thread."""
 from __future__ import annotations
 
 import contextlib
-import socket
 import threading
 import time
 from collections import deque
@@ -11,6 +10,8 @@ from collections.abc import Iterator
 from typing import Any, Generic, Protocol, TypeVar
 
 import uvicorn
+
+from tests.support.server import free_port
 
 ReplyT = TypeVar("ReplyT")
 
@@ -51,16 +52,10 @@ class _Served(Protocol):
 D = TypeVar("D", bound=_Served)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.contextmanager
 def serve_double(fake: D, path: str = "") -> Iterator[D]:
     """Run ``fake.app`` under uvicorn in a thread; ``fake.url`` is its base URL (plus ``path``)."""
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(uvicorn.Config(fake.app, host="127.0.0.1", port=port, log_level="warning",
                                            lifespan="off"))
     thread = threading.Thread(target=server.run, daemon=True)

@@ -21,15 +21,14 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from tests.support.server import free_port
+from tests.support.fakes.http_double import serve_double
 
 
 @dataclass
@@ -175,25 +174,9 @@ class RewardServerDouble:
         return sum(n for p, n in self.requests if path is None or p == path)
 
 
-@contextlib.contextmanager
-def serve(double: RewardServerDouble) -> Iterator[RewardServerDouble]:
+def serve(double: RewardServerDouble) -> contextlib.AbstractContextManager[RewardServerDouble]:
     """Run the double under uvicorn in a thread; ``double.url`` is its base URL."""
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(double.app, host="127.0.0.1", port=port, log_level="warning",
-                                           lifespan="off"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("reward model server double did not start")
-        time.sleep(0.01)
-    double.url = f"http://127.0.0.1:{port}"
-    try:
-        yield double
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    return serve_double(double)
 
 
 def load_double(path: str, kind: str, **kwargs: Any) -> RewardServerDouble:
