@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -49,6 +48,29 @@ class Metrics:
         return generate_latest(self.registry)
 
 
+# One family per field of ``LimiterStats``: (type, field, help); the metric is reward_judge_<name>, the name being
+# the field's own unless _JUDGE_NAMES says otherwise.
+_JUDGE_FAMILIES: tuple[tuple[type[GaugeMetricFamily] | type[CounterMetricFamily], str, str], ...] = (
+    (GaugeMetricFamily, "requests_per_minute", "Configured RPM limit per judge backend"),
+    (GaugeMetricFamily, "tokens_per_minute", "Configured TPM limit per judge backend"),
+    (GaugeMetricFamily, "max_concurrency", "Configured calls in flight per judge backend"),
+    (CounterMetricFamily, "requests", "Judge calls sent (retries included)"),
+    (CounterMetricFamily, "tokens", "Judge tokens charged (usage where the server reported it)"),
+    (CounterMetricFamily, "wait_s", "Time judge calls waited at the rate gate"),
+    (CounterMetricFamily, "pauses", "Retry-After pauses honoured"),
+    (GaugeMetricFamily, "waiting", "Judge calls waiting at the rate gate"),
+    (GaugeMetricFamily, "in_flight", "Judge calls in flight"),
+    (GaugeMetricFamily, "window_requests", "Judge calls sent in the last 60 s"),
+    (GaugeMetricFamily, "window_tokens", "Judge tokens charged in the last 60 s"),
+    (GaugeMetricFamily, "paused_s", "Seconds left of a Retry-After pause"),
+)
+_JUDGE_NAMES = {
+    "requests_per_minute": "limit_requests_per_minute", "tokens_per_minute": "limit_tokens_per_minute",
+    "max_concurrency": "limit_concurrency", "wait_s": "rate_wait_seconds", "pauses": "retry_after_pauses",
+    "waiting": "queue_depth", "paused_s": "paused_seconds",
+}
+
+
 class JudgeLimitsCollector(Collector):
     """The judge backends' rate gates, read when /metrics is scraped (the backends live in the runtime, which
     starts after the metrics exist): configured limits, what was used, the time calls waited and the queue."""
@@ -61,35 +83,10 @@ class JudgeLimitsCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         stats = self.source() if self.source is not None else {}
-        families: list[tuple[Any, str, str, Callable[[LimiterStats], float | None]]] = [
-            (GaugeMetricFamily, "reward_judge_limit_requests_per_minute", "Configured RPM limit per judge backend",
-             lambda s: s.requests_per_minute),
-            (GaugeMetricFamily, "reward_judge_limit_tokens_per_minute", "Configured TPM limit per judge backend",
-             lambda s: s.tokens_per_minute),
-            (GaugeMetricFamily, "reward_judge_limit_concurrency", "Configured calls in flight per judge backend",
-             lambda s: s.max_concurrency),
-            (CounterMetricFamily, "reward_judge_requests", "Judge calls sent (retries included)",
-             lambda s: s.requests),
-            (CounterMetricFamily, "reward_judge_tokens", "Judge tokens charged (usage where the server reported it)",
-             lambda s: s.tokens),
-            (CounterMetricFamily, "reward_judge_rate_wait_seconds", "Time judge calls waited at the rate gate",
-             lambda s: s.wait_s),
-            (CounterMetricFamily, "reward_judge_retry_after_pauses", "Retry-After pauses honoured",
-             lambda s: s.pauses),
-            (GaugeMetricFamily, "reward_judge_queue_depth", "Judge calls waiting at the rate gate",
-             lambda s: s.waiting),
-            (GaugeMetricFamily, "reward_judge_in_flight", "Judge calls in flight", lambda s: s.in_flight),
-            (GaugeMetricFamily, "reward_judge_window_requests", "Judge calls sent in the last 60 s",
-             lambda s: s.window_requests),
-            (GaugeMetricFamily, "reward_judge_window_tokens", "Judge tokens charged in the last 60 s",
-             lambda s: s.window_tokens),
-            (GaugeMetricFamily, "reward_judge_paused_seconds", "Seconds left of a Retry-After pause",
-             lambda s: s.paused_s),
-        ]
-        for family_type, name, doc, read in families:
-            family = family_type(name, doc, labels=["backend"])
+        for family_type, field, doc in _JUDGE_FAMILIES:
+            family = family_type(f"reward_judge_{_JUDGE_NAMES.get(field, field)}", doc, labels=["backend"])
             for backend, s in sorted(stats.items()):
-                value = read(s)
+                value = getattr(s, field)
                 if value is not None:  # a limit that is not set is not exported as 0
                     family.add_metric([backend], float(value))
             yield family
