@@ -73,6 +73,27 @@ def _results(body: Any, n: int, path: str) -> list[dict[str, Any]]:
     return results
 
 
+def connect(config: ClientConfig, max_inflight: int) -> AsyncRewardClient:
+    """The async client a coalescer sends through, made on its loop thread."""
+    return AsyncRewardClient(config.base_url, token=config.token, timeout=config.timeout, retry=config.retry,
+                             chunk_size=config.chunk_size, max_concurrency=max_inflight, headers=config.headers)
+
+
+_shared: dict[tuple[Any, ...], Coalescer] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_coalescer(config: ClientConfig) -> Coalescer:
+    """One coalescer per process and client settings, so independent callers (several TRL reward functions,
+    verl's samples) with the same settings merge into the same requests."""
+    key = (os.getpid(), config.base_url, config.token, config.retry, repr(config.timeout), config.chunk_size,
+           config.max_concurrency, tuple(sorted(config.headers.items())))
+    with _shared_lock:
+        if key not in _shared:
+            _shared[key] = Coalescer(config, connect)
+        return _shared[key]
+
+
 def _coalescer(config: ClientConfig, coalesce: bool, window_s: float | None, transport: Any) -> Coalescer | None:
     """Coalescing sends from a private loop thread with its own connections, so a custom transport rules it out.
     Up to 4 batched requests are in flight (the sync client's own calls are one at a time per thread)."""
@@ -80,7 +101,7 @@ def _coalescer(config: ClientConfig, coalesce: bool, window_s: float | None, tra
         return None
     if transport is not None:
         raise ValueError("coalesce=True cannot use a custom transport")
-    return Coalescer(config, window_s=window_s, max_inflight=max(config.max_concurrency, 4))
+    return Coalescer(config, connect, window_s=window_s, max_inflight=max(config.max_concurrency, 4))
 
 
 class RewardClient:

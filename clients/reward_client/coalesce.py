@@ -19,21 +19,30 @@ import os
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from reward_client.errors import RequestRejected
 from reward_client.items import Payload, VerifyItem, to_wire
 from reward_client.protocol import ClientConfig, shift_loc
 from reward_client.results import VerifyResult
 
-if TYPE_CHECKING:  # pragma: no cover
-    from reward_client.client import AsyncRewardClient
 
+class Poster(Protocol):
+    """What a coalescer needs of a client: post a list of items to a route, and close. ``AsyncRewardClient`` is one;
+    the coalescer is handed a way to make it (``Connect``), so this module never imports the client."""
+
+    async def post_items(self, path: str, items: list[Any]) -> list[Any]: ...
+
+    async def aclose(self) -> None: ...
+
+
+# (settings, requests in flight per instance) -> a client on the coalescer's loop
+Connect = Callable[[ClientConfig, int], Poster]
 WINDOW_ENV = "REWARD_CLIENT_COALESCE_WINDOW_MS"
 DEFAULT_WINDOW_S = 0.001
 T = TypeVar("T")
 Send = Callable[[list[Any]], Awaitable[list[Any]]]
-SendWith = Callable[["AsyncRewardClient", list[Any]], Awaitable[list[Any]]]
+SendWith = Callable[[Any, list[Any]], Awaitable[list[Any]]]
 
 
 def default_window_s() -> float:
@@ -205,26 +214,22 @@ class Coalescer:
     ``run``/``verify`` block the calling thread; ``arun``/``averify`` await from any event loop.
     """
 
-    def __init__(self, config: ClientConfig, *, window_s: float | None = None, max_items: int | None = None,
-                 max_inflight: int | None = None) -> None:
+    def __init__(self, config: ClientConfig, connect: Connect, *, window_s: float | None = None,
+                 max_items: int | None = None, max_inflight: int | None = None) -> None:
         self.config = config
+        self._connect = connect
         self.window_s = default_window_s() if window_s is None else window_s
         self.max_items = max_items or config.chunk_size
         self.max_inflight = max_inflight or config.max_concurrency
         self._thread = LoopThread()
-        self._client: AsyncRewardClient | None = None
+        self._client: Poster | None = None
         self._batchers: dict[str, Batcher] = {}
         self._pid = 0
 
     # --- on the private loop ---
-    def _client_here(self) -> AsyncRewardClient:
+    def _client_here(self) -> Poster:
         if self._client is None or self._pid != os.getpid():
-            from reward_client.client import AsyncRewardClient  # client.py imports this module
-
-            c = self.config
-            self._client = AsyncRewardClient(c.base_url, token=c.token, timeout=c.timeout, retry=c.retry,
-                                             chunk_size=c.chunk_size, max_concurrency=self.max_inflight,
-                                             headers=c.headers)
+            self._client = self._connect(self.config, self.max_inflight)
             self._batchers = {}
             self._pid = os.getpid()
         return self._client
@@ -273,20 +278,5 @@ class Coalescer:
         self._thread.stop()
 
 
-async def _send_verify(client: AsyncRewardClient, wire: list[Any]) -> list[Any]:
+async def _send_verify(client: Poster, wire: list[Any]) -> list[Any]:
     return await client.post_items("/v1/verify", wire)
-
-
-_shared: dict[tuple, Coalescer] = {}
-_shared_lock = threading.Lock()
-
-
-def shared_coalescer(config: ClientConfig) -> Coalescer:
-    """One coalescer per process and client settings, so independent callers (several TRL reward functions,
-    verl's samples) with the same settings merge into the same requests."""
-    key = (os.getpid(), config.base_url, config.token, config.retry, repr(config.timeout), config.chunk_size,
-           config.max_concurrency, tuple(sorted(config.headers.items())))
-    with _shared_lock:
-        if key not in _shared:
-            _shared[key] = Coalescer(config)
-        return _shared[key]

@@ -19,8 +19,7 @@ import os
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from reward_client.client import AsyncRewardClient
-from reward_client.coalesce import shared_coalescer
+from reward_client.client import AsyncRewardClient, shared_coalescer
 from reward_client.errors import RequestRejected
 from reward_client.items import VerifyItem
 from reward_client.messages import openai_messages

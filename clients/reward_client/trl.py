@@ -27,8 +27,7 @@ from typing import Any, Union
 
 import httpx
 
-from reward_client.client import AsyncRewardClient, RewardClient
-from reward_client.coalesce import shared_coalescer
+from reward_client.client import AsyncRewardClient, RewardClient, shared_coalescer
 from reward_client.items import VerifyItem, set_options
 from reward_client.messages import is_conversation, openai_messages
 from reward_client.protocol import ClientConfig, join_urls

@@ -31,7 +31,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from reward_client.coalesce import Coalescer, shared_coalescer
+from reward_client.client import shared_coalescer
+from reward_client.coalesce import Coalescer
 from reward_client.items import VerifyItem, set_options
 from reward_client.messages import is_conversation, openai_messages
 from reward_client.protocol import ClientConfig, join_urls

@@ -1,5 +1,5 @@
-"""No import cycle inside ``verifiers/`` or ``sandbox/``: each package's modules form a DAG, so any of them imports
-first.
+"""No import cycle inside ``verifiers/``, ``sandbox/``, the service or the client: each package's modules form a DAG,
+so any of them imports first.
 
 Three graphs are checked. The import-time graph counts what runs when a module loads: top-level imports (including
 those under a top-level ``try``/``if`` and in class bodies), not those under ``if TYPE_CHECKING:`` nor inside
@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "verifiers"
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+def _module_name(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -70,8 +70,9 @@ def _all_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
     return [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
 
 
-def import_graph(typing: bool = False, lazy: bool = False, package: str = PACKAGE) -> dict[str, set[str]]:
-    files = {_module_name(p): p for p in (ROOT / package).rglob("*.py")}
+def import_graph(typing: bool = False, lazy: bool = False, package: str = PACKAGE,
+                 root: Path = ROOT) -> dict[str, set[str]]:
+    files = {_module_name(p, root): p for p in (root / package).rglob("*.py")}
     known = set(files)
     graph: dict[str, set[str]] = {}
     for module, path in files.items():
@@ -155,3 +156,14 @@ def test_no_import_cycle_inside_the_service(typing: bool, lazy: bool) -> None:
     assert {"reward_service.resources.runtime", "reward_service.deps"} <= set(graph)
     cycles = find_cycles(graph)
     assert not cycles, "import cycles in reward_service/: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+@pytest.mark.parametrize(("typing", "lazy"), [(False, False), (True, False), (True, True)],
+                         ids=["import-time", "with-type-checking", "with-function-level"])
+def test_no_import_cycle_inside_the_client(typing: bool, lazy: bool) -> None:
+    """The client once had client <-> coalesce (the coalescer made its own client); it is handed a maker instead."""
+    graph = import_graph(typing, lazy, package="reward_client", root=ROOT / "clients")
+    assert {"reward_client.client", "reward_client.coalesce"} <= set(graph)
+    assert "reward_client.coalesce" in graph["reward_client.client"]
+    cycles = find_cycles(graph)
+    assert not cycles, "import cycles in clients/reward_client/: " + "; ".join(" <-> ".join(c) for c in cycles)
