@@ -5,13 +5,13 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from pydantic import ValidationError
 
 from reward_service.admission import AdmissionGate
 from reward_service.deps import AdmissionDep, SettingsDep
 from reward_service.errors import ApiError
-from reward_service.schemas.item_limits import check_limits
+from reward_service.schemas.item_limits import BodyFacts, check_limits
 from reward_service.schemas.verify import VerifyRequest, VerifyResponse, VerifyResult
 from verifiers.engine import Engine, Prepared
 from verifiers.engine.registry import UnknownVerifier
@@ -92,8 +92,8 @@ async def run_admitted(gate: AdmissionGate, prepared: list[Prepared]) -> list[Ve
 
 
 @router.post("/v1/verify", response_model=VerifyResponse)
-async def verify(body: VerifyRequest, settings: SettingsDep, gate: AdmissionDep) -> VerifyResponse:
-    check_limits(settings.limits, body)
+async def verify(body: VerifyRequest, request: Request, settings: SettingsDep, gate: AdmissionDep) -> VerifyResponse:
+    check_limits(settings.limits, body, BodyFacts.of(await request.body(), settings.limits.max_number_digits))
     prepared = prepare_items(starting_engine(gate), body)
     verdicts = await run_admitted(gate, prepared)
     results = [to_result(p, v) for p, v in zip(prepared, verdicts)]

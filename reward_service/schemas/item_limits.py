@@ -14,6 +14,7 @@ import json
 import math
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import Request
@@ -26,7 +27,8 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 # In JSON text written with ASCII escapes every surrogate, paired or lone, is a \udXXX escape; in a raw body a lone
 # one may also come as its UTF-8-like bytes (Python's json decodes them with surrogatepass).
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-_BODY_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+_SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
+_RAW_SURROGATE = re.compile(rb"\xed[\xa0-\xbf]")
 MAX_NESTING = 64  # lists/objects inside a reference, options or tools; deeper is never a real gold answer or spec
 
 
@@ -82,12 +84,18 @@ def json_path(at: list[Any]) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in at).lstrip(".") or "the body"
 
 
+def may_hold_surrogate(raw: bytes) -> bool:
+    """Whether a raw JSON body may decode to a surrogate: only through a \\udXXX escape or a surrogate's own bytes
+    (two searches; the alternation of both in one pattern is ten times slower)."""
+    return bool(_SURROGATE_ESCAPE_BYTES.search(raw)) or (b"\xed" in raw and bool(_RAW_SURROGATE.search(raw)))
+
+
 async def reject_lone_surrogates(request: Request) -> None:
     """Every JSON body, on every route: a lone UTF-16 surrogate is a 422 naming where it is. FastAPI has parsed the
     body already (``request.json()`` is cached), so this costs one walk over it."""
     if request.method not in ("POST", "PUT", "PATCH") or "json" not in request.headers.get("content-type", ""):
         return
-    if not _BODY_SURROGATE.search(await request.body()):  # no surrogate can hide from the raw text
+    if not may_hold_surrogate(await request.body()):
         return
     try:
         body = await request.json()
@@ -175,8 +183,36 @@ def _surrogate_in(value: Any, text: str | None) -> list[Any] | None:
     return surrogate_path(value) if isinstance(value, (dict, list)) else None
 
 
-def check_limits(limits: LimitsSettings, body: VerifyRequest) -> None:
-    """The batch and each item within the configured limits (413/422 naming the offending field)."""
+@dataclass(frozen=True)
+class BodyFacts:
+    """What the raw request body says about every value in it, read once at C speed: a check that the body clears
+    is skipped for each item. A body that does not clear a check (or no body: a caller with parsed items only) has
+    each item's fields checked one by one, so the answer names the field either way. Nesting is not among them: a
+    field's own brackets are counted from its JSON text."""
+
+    surrogates: bool = True  # a lone surrogate may hide in it
+    odd_numbers: bool = True  # NaN, Infinity, a long run of digits or a three-digit exponent: a number to check
+
+    @classmethod
+    def of(cls, raw: bytes, max_digits: int) -> BodyFacts:
+        # Each test is a byte translation or a substring search (a regular expression is tried only where a cheap
+        # test found something). The numbers: a float overflows to infinity with 309 digits before its point, or
+        # fewer with an exponent; under 100 the exponent has two digits and 210 digits are needed: a run of 200
+        # digits, or an exponent of three, catches every overflow.
+        surrogates = may_hold_surrogate(raw)
+        shape = raw.translate(_NUMBER_SHAPE)
+        odd = (b"NaN" in raw or b"Infinity" in raw or b"0" * min(max_digits + 1, 200) in shape
+               or b"e000" in shape or b"e+000" in shape)
+        return cls(surrogates, odd)
+
+
+_NUMBER_SHAPE = bytes.maketrans(b"0123456789eE+-", b"0000000000ee++")
+_UNCHECKED = BodyFacts()
+
+
+def check_limits(limits: LimitsSettings, body: VerifyRequest, facts: BodyFacts = _UNCHECKED) -> None:
+    """The batch and each item within the configured limits (413/422 naming the offending field); ``facts``: what
+    the raw body already cleared (``BodyFacts.of``)."""
     n = len(body.items)
     if n == 0:
         raise ApiError(422, "items must hold at least one item", loc=["items"])
@@ -184,51 +220,55 @@ def check_limits(limits: LimitsSettings, body: VerifyRequest) -> None:
         raise ApiError(413, f"batch of {n} items exceeds the limit of {limits.max_batch_items}; split it",
                        loc=["items"])
     for i, item in enumerate(body.items):
-        check_item(limits, i, item)
+        check_item(limits, i, item, facts)
 
 
-def check_item(limits: LimitsSettings, i: int, item: VerifyItemIn) -> None:
-    """One item within the limits: its JSON fields (reference, options, tools) written as text once for all of
-    their checks, then its ids and its conversation."""
-    values = {"reference": item.reference, "options": item.options, "tools": item.tools}
-    texts = {name: _ascii_json(v) if isinstance(v, (dict, list)) else None for name, v in values.items()}
-    for name, value in values.items():
-        depth = too_deep(value, texts[name])
+def check_item(limits: LimitsSettings, i: int, item: VerifyItemIn, facts: BodyFacts = _UNCHECKED) -> None:
+    """One item within the limits: each JSON field (reference, options, tools) is written as text once, for its
+    size and, when the body did not clear them, its nesting, surrogates and numbers; then its ids and its
+    conversation."""
+    fields = (("reference", item.reference), ("options", item.options), ("tools", item.tools))
+    texts = [_ascii_json(v) if isinstance(v, (dict, list)) and v else None for _, v in fields]
+    for (name, value), text in zip(fields, texts):
+        depth = too_deep(value, text)
         if depth is not None:
             raise ApiError(422, f"items[{i}].{name} is nested {depth} levels deep, over the limit of "
                                 f"{MAX_NESTING}", loc=["items", i, name])
-    for name, value in (("response", item.response), ("reference", item.reference), ("id", item.id),
-                        ("group", item.group), ("options", item.options)):
-        at = _surrogate_in(value, texts.get(name))
-        if at is not None:
-            bad = [name, *at]
-            raise ApiError(422, f"items[{i}].{'.'.join(map(str, bad))} holds a lone UTF-16 surrogate, which is not "
-                                "valid Unicode text; encode the text as UTF-8", loc=["items", i, *bad])
+    if facts.surrogates:
+        for name, value, text in (("response", item.response, None), ("reference", item.reference, texts[0]),
+                                  ("id", item.id, None), ("group", item.group, None),
+                                  ("options", item.options, texts[1])):
+            at = _surrogate_in(value, text)
+            if at is not None:
+                bad = [name, *at]
+                raise ApiError(422, f"items[{i}].{'.'.join(map(str, bad))} holds a lone UTF-16 surrogate, which "
+                                    "is not valid Unicode text; encode the text as UTF-8", loc=["items", i, *bad])
     if item.response is not None and len(item.response) > limits.max_response_chars:
         raise ApiError(413, f"items[{i}].response has {len(item.response)} characters, over the limit of "
                             f"{limits.max_response_chars}", loc=["items", i, "response"])
-    sizes = {name: len(text) if text is not None else json_chars(values[name]) if values[name] is not None else 0
-             for name, text in texts.items()}
-    if item.reference is not None and not isinstance(item.reference, (int, float, bool)) \
-            and sizes["reference"] > limits.max_reference_chars:
-        raise ApiError(413, f"items[{i}].reference is {sizes['reference']} characters, over the limit of "
-                            f"{limits.max_reference_chars}", loc=["items", i, "reference"])
-    for name in ("id", "group"):
-        value = getattr(item, name)
+    reference = item.reference
+    if reference is not None and not isinstance(reference, (int, float, bool)):
+        size = len(texts[0]) if texts[0] is not None else json_chars(reference)
+        if size > limits.max_reference_chars:
+            raise ApiError(413, f"items[{i}].reference is {size} characters, over the limit of "
+                                f"{limits.max_reference_chars}", loc=["items", i, "reference"])
+    for name, value in (("id", item.id), ("group", item.group)):
         if value is not None and len(value) > limits.max_id_chars:
             raise ApiError(422, f"items[{i}].{name} has {len(value)} characters, over the limit of "
                                 f"{limits.max_id_chars}", loc=["items", i, name])
-    if item.options and sizes["options"] > limits.max_options_chars:
-        raise ApiError(413, f"items[{i}].options is {sizes['options']} characters, over the limit of "
-                            f"{limits.max_options_chars}", loc=["items", i, "options"])
-    for name, value in values.items():
-        problem = number_problem(value, limits.max_number_digits, texts[name])
-        if problem is not None:
-            path, what = problem
-            raise ApiError(422, f"items[{i}].{'.'.join(map(str, (name, *path)))} {what}",
-                           loc=["items", i, name, *path])
+    if item.options and (size := len(texts[1]) if texts[1] is not None else json_chars(item.options)) \
+            > limits.max_options_chars:
+        raise ApiError(413, f"items[{i}].options is {size} characters, over the limit of {limits.max_options_chars}",
+                       loc=["items", i, "options"])
+    if facts.odd_numbers:
+        for (name, value), text in zip(fields, texts):
+            problem = number_problem(value, limits.max_number_digits, text)
+            if problem is not None:
+                path, what = problem
+                raise ApiError(422, f"items[{i}].{'.'.join(map(str, (name, *path)))} {what}",
+                               loc=["items", i, name, *path])
     if item.tools is not None:
-        check_tools(limits, i, item.tools, sizes["tools"])
+        check_tools(limits, i, item.tools, len(texts[2]) if texts[2] is not None else None)
     messages = item.message_dicts()
     if messages is not None:
         check_conversation(limits, i, messages)

@@ -134,7 +134,7 @@ def test_garbage_in_a_models_calls_is_scored_never_refused(server: LiveServer, s
         "huge_name": [_call("f" * 10_000, good)],
         "unknown_tool": [_call("rm_rf_everything", good)],
         "deep_arguments": [_call(name, "[" * 5000 + "]" * 5000)],
-        "deep_object_arguments": [_call(name, {"a": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]})],
+        "deep_object_arguments": [_call(name, {"a": json.loads("[" * 40 + "1" + "]" * 40)})],
     }
     items = [{"id": k, "verifier": "tool_calls", "reference": simple.ground_truth, "tools": openai_tools(simple),
               "messages": [question(simple), {"role": "assistant", "content": None, "tool_calls": v}]}
