@@ -66,7 +66,7 @@ def openai_messages(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any
                 # whatever the model wrote is kept for the server to score: a call that is not an object, a
                 # function without a name, arguments that are not JSON
                 call = call if isinstance(call, Mapping) else {}
-                function = call.get("function") if isinstance(call.get("function"), Mapping) else {}
+                function: Mapping[str, Any] = call["function"] if isinstance(call.get("function"), Mapping) else {}
                 call_id = str(call.get("id") or f"call_{turn}_{k}")
                 name = str(function.get("name") or "")
                 calls.append({"id": call_id, "type": "function",
