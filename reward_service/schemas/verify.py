@@ -17,7 +17,15 @@ class TextPart(BaseModel):
     text: str
 
 
+class RefusalPart(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["refusal"] = Field(description="OpenAI's refusal part of an assistant turn: no text to score.")
+    refusal: str
+
+
 Content = str | list[TextPart]
+AssistantContent = str | list[Annotated[TextPart | RefusalPart, Field(discriminator="type")]]
 
 
 class _NullIsAbsent(BaseModel):
@@ -84,7 +92,8 @@ class AssistantMessage(_Message):
     ``tool_calls: []``, only reasoning) is a valid message: the verifiers score it as the empty output it is."""
 
     role: Literal["assistant"]
-    content: Content | None = Field(None, description="Null or missing: the turn wrote no text.")
+    content: AssistantContent | None = Field(None, description="Null or missing: the turn wrote no text; a refusal "
+                                                                "part holds none either.")
     tool_calls: list[ToolCall] | None = None
     refusal: str | None = None
     reasoning_content: str | None = Field(

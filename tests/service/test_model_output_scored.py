@@ -58,6 +58,9 @@ EMPTY_TURNS: dict[str, dict[str, Any]] = {
     "empty_string": {"role": "assistant", "content": ""},
     "content_missing": {"role": "assistant"},
     "empty_text_parts": {"role": "assistant", "content": [{"type": "text", "text": ""}]},
+    # OpenAI's refusal content part
+    "refusal_part": {"role": "assistant", "content": [{"type": "refusal", "refusal": "I can't help with that."}],
+                     "refusal": "I can't help with that."},
 }
 
 
