@@ -5,7 +5,8 @@ A text verifier never sees the conversation: the item's ``response`` is the text
 (``final_text``), so an answer the model gave in an earlier turn and then corrected is not a hedge, and an answer
 that only an earlier turn holds is not the answer. A verifier that wants the whole trajectory (the judges, tool-call
 checks) reads ``current()`` while it runs: the engine binds the item's messages and tools around each check, in a
-worker process as on the event loop.
+worker process as on the event loop. Tool specs may come with a plain response too (a trainer that holds only the
+generated text): ``current_tools()`` reads them either way.
 """
 from __future__ import annotations
 
@@ -64,6 +65,7 @@ class Trajectory:
 
 
 _current: contextvars.ContextVar[Trajectory | None] = contextvars.ContextVar("trajectory", default=None)
+_tools: contextvars.ContextVar[list[dict[str, Any]] | None] = contextvars.ContextVar("tools", default=None)
 
 
 def current() -> Trajectory | None:
@@ -71,20 +73,30 @@ def current() -> Trajectory | None:
     return _current.get()
 
 
+def current_tools() -> list[dict[str, Any]] | None:
+    """The tool specs the item being checked was given, with its messages or with its plain response."""
+    return _tools.get()
+
+
 @contextmanager
 def bound(messages: list[Message] | None, tools: list[dict[str, Any]] | None = None) -> Iterator[None]:
-    """Bind an item's trajectory for the check that runs inside (None: a plain response, nothing bound)."""
+    """Bind an item's trajectory (None: a plain response) and tool specs for the check that runs inside."""
     token = _current.set(Trajectory(messages, tools) if messages is not None else None)
+    tools_token = _tools.set(tools)
     try:
         yield
     finally:
+        _tools.reset(tools_token)
         _current.reset(token)
 
 
 def inherit(item: VerifyItem) -> VerifyItem:
     """A nested item that scores the running item's response (a spec's component, an appeal, a hybrid judge's rule
-    pass) carries its trajectory too, so a nested judge still sees the conversation."""
-    running = current()
-    if running is None or item.messages is not None:
+    pass) carries its trajectory and tool specs too, so a nested judge still sees the conversation and a nested
+    tool-call check the specs."""
+    running, tools = current(), current_tools()
+    if item.messages is not None or (running is None and (tools is None or item.tools is not None)):
         return item
+    if running is None:
+        return replace(item, tools=tools)
     return replace(item, messages=running.messages, tools=running.tools)

@@ -39,7 +39,10 @@ def _content(content: Any) -> Any:
 def _arguments(arguments: Any) -> str:
     if isinstance(arguments, str):
         return arguments
-    return json.dumps(arguments if arguments is not None else {}, ensure_ascii=False, default=str)
+    try:
+        return json.dumps(arguments if arguments is not None else {}, ensure_ascii=False, default=str)
+    except (ValueError, RecursionError):  # nested past what JSON writes: unreadable arguments, scored as such
+        return "<arguments that cannot be written as JSON>"
 
 
 def openai_messages(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -60,9 +63,12 @@ def openai_messages(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any
             pending = []
             calls = []
             for k, call in enumerate(m.pop("tool_calls", None) or ()):
-                function = call.get("function") or {}
+                # whatever the model wrote is kept for the server to score: a call that is not an object, a
+                # function without a name, arguments that are not JSON
+                call = call if isinstance(call, Mapping) else {}
+                function: Mapping[str, Any] = call["function"] if isinstance(call.get("function"), Mapping) else {}
                 call_id = str(call.get("id") or f"call_{turn}_{k}")
-                name = str(function.get("name", ""))
+                name = str(function.get("name") or "")
                 calls.append({"id": call_id, "type": "function",
                               "function": {"name": name, "arguments": _arguments(function.get("arguments"))}})
                 pending.append((call_id, name))

@@ -138,7 +138,7 @@ class _ItemBuilder:
             else:
                 item.messages = trajectory(prompts[i] if prompts is not None and len(prompts) == n else None,
                                            completions[i])
-                item.tools = _tool_specs(tools[i])
+            item.tools = _tool_specs(tools[i])  # a text completion's calls are read with them too
             items.append(item)
         return items
 

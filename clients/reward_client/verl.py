@@ -118,8 +118,8 @@ def _item(data_source: str, solution_str: str, ground_truth: Any, extra_info: Ma
     messages = trajectory(solution_str, info)
     if messages is not None:
         item.response, item.messages = None, messages
-        tools = _jsonable(info.get("tools")) if info else None
-        item.tools = tools if isinstance(tools, list) else None
+    tools = _jsonable(info.get("tools")) if info else None
+    item.tools = tools if isinstance(tools, list) else None  # a plain response's calls are read with them too
     return item
 
 

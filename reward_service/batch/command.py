@@ -316,7 +316,8 @@ def score(
     messages_field: str = typer.Option(
         "messages", help="Field holding a trajectory (OpenAI chat messages), for rows without a response; "
         "'' scores responses only."),
-    tools_field: str = typer.Option("tools", help="Field holding the tool specs of a trajectory row."),
+    tools_field: str = typer.Option(
+        "tools", help="Field holding the tool specs the model was given (with a trajectory or a response)."),
     reference_field: str = typer.Option("reference", help="Field holding the reference (absent: null reference)."),
     id_field: str = typer.Option("id", help="Unique row id, used to resume; rows without one get their position."),
     group_field: str | None = typer.Option(

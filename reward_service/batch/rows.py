@@ -30,8 +30,8 @@ class RowSpec:
     verifier_field: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
     group_field: str | None = None  # rows sharing this value form one group (``consensus`` votes within it)
-    # A row without a response that holds a trajectory here (OpenAI chat messages) is scored as one, with the tool
-    # specs of ``tools_field`` when present; None: only responses.
+    # A row without a response that holds a trajectory here (OpenAI chat messages) is scored as one; None: only
+    # responses. The tool specs of ``tools_field``, when present, go with either.
     messages_field: str | None = "messages"
     tools_field: str = "tools"
 
@@ -92,8 +92,8 @@ def to_item(row: dict[str, Any], spec: RowSpec) -> Item | str:
         item["response"] = response
     else:
         item["messages"] = messages
-        if row.get(spec.tools_field) is not None:
-            item["tools"] = row[spec.tools_field]
+    if row.get(spec.tools_field) is not None:  # with a response too: the calls are read from its text
+        item["tools"] = row[spec.tools_field]
     if spec.group_field is not None and row.get(spec.group_field) is not None:
         item["group"] = str(row[spec.group_field])
     return item

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from reward_service.batch.rows import Item, Result, complete, error_result
 from reward_service.errors import ApiError
-from reward_service.schemas.item_limits import check_conversation
+from reward_service.schemas.item_limits import check_item
 from reward_service.schemas.verify import VerifyItemIn
 from reward_service.settings import LimitsSettings
 from verifiers.engine import Engine
@@ -25,15 +25,17 @@ class EmbeddedScorer:
         self.limits = limits or LimitsSettings()
 
     def library_item(self, item: Item) -> VerifyItem:
-        """A trajectory meets the server's rules (``ApiError`` naming what is wrong); a plain item goes as is."""
-        if "messages" not in item:
+        """A trajectory or an item with tool specs meets the server's rules and limits (``ApiError`` naming what is
+        wrong); a plain item goes as is."""
+        if "messages" not in item and "tools" not in item:
             return VerifyItem(**item)
         try:
             checked = VerifyItemIn.model_validate(item)
         except ValidationError as exc:
             problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:5])
-            raise ApiError(422, f"trajectory invalid: {problems}") from None
-        check_conversation(self.limits, 0, checked.message_dicts() or [], checked.tools)
+            what = "trajectory" if "messages" in item else "item"
+            raise ApiError(422, f"{what} invalid: {problems}") from None
+        check_item(self.limits, 0, checked)
         return checked.to_verify_item()
 
     async def __call__(self, items: list[Item]) -> list[Result]:

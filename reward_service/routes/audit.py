@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from reward_service.deps import AdmissionDep, SettingsDep
 from reward_service.errors import ApiError
-from reward_service.schemas.item_limits import check_conversation
+from reward_service.schemas.item_limits import check_conversation, check_tools
 from reward_service.schemas.verify import Message
 from reward_service.settings import LimitsSettings
 from verifiers.audit import AuditInputError, labelled_audit, probe_audit
@@ -46,9 +46,17 @@ _TOOLS: TypeAdapter[list[dict[str, Any]]] = TypeAdapter(list[dict[str, Any]])
 
 
 def check_trajectories(limits: LimitsSettings, rows: list[dict[str, Any]]) -> None:
-    """Labelled rows carrying ``messages`` meet the rules and limits of a verify item's (422 naming the row)."""
+    """Labelled rows carrying ``messages`` or ``tools`` meet the rules and limits of a verify item's (422 naming
+    the row)."""
     for i, row in enumerate(rows):
         if row.get("messages") is None:
+            if row.get("tools") is not None:
+                try:
+                    check_tools(limits, i, _TOOLS.validate_python(row["tools"]))
+                except ValidationError as exc:
+                    e = exc.errors()[0]
+                    raise ApiError(422, f"items[{i}].tools.{'.'.join(map(str, e['loc']))}: {e['msg']}",
+                                   loc=["items", i, "tools", *e["loc"]]) from None
             continue
         for name, adapter in (("messages", _MESSAGES), ("tools", _TOOLS)):
             try:

@@ -14,7 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from reward_service.deps import AdmissionDep, SettingsDep
 from reward_service.errors import ApiError
-from reward_service.routes.verify import check_limits, prepare_items, run_admitted, starting_engine
+from reward_service.routes.verify import prepare_items, run_admitted, starting_engine
+from reward_service.schemas.item_limits import check_limits
 from reward_service.schemas.verify import VerifyItemIn, VerifyRequest
 from verifiers.types import Status, Verdict
 

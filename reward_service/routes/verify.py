@@ -5,15 +5,14 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from pydantic import ValidationError
 
 from reward_service.admission import AdmissionGate
 from reward_service.deps import AdmissionDep, SettingsDep
 from reward_service.errors import ApiError
-from reward_service.schemas.item_limits import check_conversation, json_chars, number_problem, surrogate_path
-from reward_service.schemas.verify import VerifyItemIn, VerifyRequest, VerifyResponse, VerifyResult
-from reward_service.settings import LimitsSettings
+from reward_service.schemas.item_limits import BodyFacts, check_limits
+from reward_service.schemas.verify import VerifyRequest, VerifyResponse, VerifyResult
 from verifiers.engine import Engine, Prepared
 from verifiers.engine.registry import UnknownVerifier
 from verifiers.types import Verdict
@@ -49,76 +48,6 @@ def group_stats(groups: Sequence[str | None], scores: Sequence[float | None]) ->
             "all_equal": bool(present) and nulls == 0 and max(present) == min(present),
         }
     return out
-
-
-MAX_NESTING = 64  # lists/objects inside a reference or options; deeper is never a real gold answer or option set
-
-
-def nesting_depth(value: Any) -> int:
-    """How deep lists and objects nest in a JSON value, without recursion (a hostile body can nest thousands deep)."""
-    if not isinstance(value, (list, dict)):
-        return 0
-    deepest, stack = 0, [(value, 1)]
-    while stack:  # only containers are pushed: scalars (most of a body) cost one isinstance each
-        node, depth = stack.pop()
-        deepest = max(deepest, depth)
-        stack.extend((v, depth + 1) for v in (node.values() if isinstance(node, dict) else node)
-                     if isinstance(v, (list, dict)))
-    return deepest
-
-
-def check_limits(limits: LimitsSettings, body: VerifyRequest) -> None:
-    """The batch and each item within the configured limits (413/422 naming the offending field)."""
-    n = len(body.items)
-    if n == 0:
-        raise ApiError(422, "items must hold at least one item", loc=["items"])
-    if n > limits.max_batch_items:
-        raise ApiError(413, f"batch of {n} items exceeds the limit of {limits.max_batch_items}; split it",
-                       loc=["items"])
-    for i, item in enumerate(body.items):
-        for name, value in (("reference", item.reference), ("options", item.options), ("tools", item.tools)):
-            depth = nesting_depth(value)
-            if depth > MAX_NESTING:
-                raise ApiError(422, f"items[{i}].{name} is nested {depth} levels deep, over the limit of "
-                                    f"{MAX_NESTING}", loc=["items", i, name])
-        bad = surrogate_path({"response": item.response, "reference": item.reference, "id": item.id,
-                              "group": item.group, "options": item.options})
-        if bad is not None:
-            raise ApiError(422, f"items[{i}].{'.'.join(map(str, bad))} holds a lone UTF-16 surrogate, which is not "
-                                "valid Unicode text; encode the text as UTF-8", loc=["items", i, *bad])
-        if item.response is not None and len(item.response) > limits.max_response_chars:
-            raise ApiError(
-                413, f"items[{i}].response has {len(item.response)} characters, over the limit of "
-                f"{limits.max_response_chars}", loc=["items", i, "response"],
-            )
-        if item.reference is not None and not isinstance(item.reference, (int, float, bool)):
-            size = json_chars(item.reference)
-            if size > limits.max_reference_chars:
-                raise ApiError(
-                    413, f"items[{i}].reference is {size} characters, over the limit of {limits.max_reference_chars}",
-                    loc=["items", i, "reference"],
-                )
-        check_item_values(limits, i, item)
-        messages = item.message_dicts()
-        if messages is not None:
-            check_conversation(limits, i, messages, item.tools)
-
-
-def check_item_values(limits: LimitsSettings, i: int, item: VerifyItemIn) -> None:
-    """Ids, options and numbers of one item within the configured limits."""
-    for name in ("id", "group"):
-        value = getattr(item, name)
-        if value is not None and len(value) > limits.max_id_chars:
-            raise ApiError(422, f"items[{i}].{name} has {len(value)} characters, over the limit of "
-                                f"{limits.max_id_chars}", loc=["items", i, name])
-    if item.options and (size := json_chars(item.options)) > limits.max_options_chars:
-        raise ApiError(413, f"items[{i}].options is {size} characters, over the limit of {limits.max_options_chars}",
-                       loc=["items", i, "options"])
-    for name, value in (("reference", item.reference), ("options", item.options), ("tools", item.tools)):
-        problem = number_problem(value, limits.max_number_digits)
-        if problem is not None:
-            at, what = problem
-            raise ApiError(422, f"items[{i}].{'.'.join(map(str, (name, *at)))} {what}", loc=["items", i, name, *at])
 
 
 def prepare_items(engine: Engine, body: VerifyRequest) -> list[Prepared]:
@@ -163,8 +92,8 @@ async def run_admitted(gate: AdmissionGate, prepared: list[Prepared]) -> list[Ve
 
 
 @router.post("/v1/verify", response_model=VerifyResponse)
-async def verify(body: VerifyRequest, settings: SettingsDep, gate: AdmissionDep) -> VerifyResponse:
-    check_limits(settings.limits, body)
+async def verify(body: VerifyRequest, request: Request, settings: SettingsDep, gate: AdmissionDep) -> VerifyResponse:
+    check_limits(settings.limits, body, BodyFacts.of(await request.body(), settings.limits.max_number_digits))
     prepared = prepare_items(starting_engine(gate), body)
     verdicts = await run_admitted(gate, prepared)
     results = [to_result(p, v) for p, v in zip(prepared, verdicts)]

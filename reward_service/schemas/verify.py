@@ -1,6 +1,7 @@
 """Wire models of the HTTP API. The verdict fields mirror ``verifiers.types.Verdict``."""
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
@@ -16,36 +17,64 @@ class TextPart(BaseModel):
     text: str
 
 
+class RefusalPart(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["refusal"] = Field(description="OpenAI's refusal part of an assistant turn: no text to score.")
+    refusal: str
+
+
 Content = str | list[TextPart]
+AssistantContent = str | list[Annotated[TextPart | RefusalPart, Field(discriminator="type")]]
 
 
-class FunctionCall(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = Field(..., max_length=1000)
-    arguments: str = Field(..., description="The arguments as the JSON text the model wrote (not checked here: "
-                                            "malformed arguments are the model's mistake, for a verifier to score).")
-
-
-class ToolCall(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    id: str = Field(..., min_length=1, max_length=1000, description="Named by the tool result answering it.")
-    type: Literal["function"] = "function"
-    function: FunctionCall
-
-
-class _Message(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    name: str | None = Field(None, max_length=1000, description="OpenAI's optional participant name.")
-
+class _NullIsAbsent(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _null_means_absent(cls, data: Any) -> Any:
         # SDK dumps and columnar files (parquet, datasets) write every key any message has, null where it has none:
         # a null field is an absent one (an assistant turn's null content stays null, its default).
         return {k: v for k, v in data.items() if v is not None} if isinstance(data, dict) else data
+
+
+class FunctionCall(_NullIsAbsent):
+    """What the model wrote for one call. Every part of it is the model's output, so none is checked here: a missing
+    or 10,000-character name, arguments that are not JSON or not an object, a tool that does not exist are the
+    model's mistakes, scored by the verifier (bounded by the conversation's size limit)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(None, description="The function called; missing: a malformed call, scored.")
+    arguments: str | None = Field(None, description="The arguments as the JSON text the model wrote, as OpenAI and "
+                                                    "vLLM send them; any other JSON value (an object, as TRL and verl "
+                                                    "hold them, a list, a number) is written as its JSON text.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _arguments_as_text(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("arguments") is not None and not isinstance(data["arguments"], str):
+            try:
+                text = json.dumps(data["arguments"], ensure_ascii=False)
+            except (ValueError, TypeError, RecursionError):  # nested past what JSON can write back: unreadable
+                text = "<arguments that cannot be written as JSON>"
+            data = {**data, "arguments": text}
+        return data
+
+
+class ToolCall(_NullIsAbsent):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str | None = Field(None, max_length=1000, description="Named by the tool result answering it; a call no "
+                                                              "result answers may have none.")
+    type: Literal["function"] = "function"
+    index: int | None = Field(None, description="The call's position, as streamed deltas carry it; ignored.")
+    function: FunctionCall = Field(default_factory=FunctionCall)
+
+
+class _Message(_NullIsAbsent):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(None, max_length=1000, description="OpenAI's optional participant name.")
 
 
 class SystemMessage(_Message):
@@ -59,18 +88,18 @@ class UserMessage(_Message):
 
 
 class AssistantMessage(_Message):
+    """A model's turn. Its fields are the model's output, so an empty turn (content null, "" or missing, no calls or
+    ``tool_calls: []``, only reasoning) is a valid message: the verifiers score it as the empty output it is."""
+
     role: Literal["assistant"]
-    content: Content | None = Field(None, description="Null only for a turn made of tool calls.")
+    content: AssistantContent | None = Field(None, description="Null or missing: the turn wrote no text; a refusal "
+                                                                "part holds none either.")
     tool_calls: list[ToolCall] | None = None
     refusal: str | None = None
     reasoning_content: str | None = Field(
-        None, description="Reasoning text some servers return beside the content; never scored.")
-
-    @model_validator(mode="after")
-    def _says_something(self) -> AssistantMessage:
-        if self.content is None and not self.tool_calls:
-            raise ValueError("an assistant message needs content or tool_calls")
-        return self
+        None, description="Reasoning text some servers return beside the content (vLLM, DeepSeek); never scored.")
+    reasoning: str | None = Field(None, description="The same under the name newer servers use; never scored.")
+    annotations: list[Any] | None = Field(None, description="OpenAI's URL citations; ignored.")
 
 
 class ToolMessage(_Message):
@@ -95,7 +124,8 @@ class VerifyItemIn(BaseModel):
         None, min_length=1, description="A trajectory as OpenAI chat messages (system/user/assistant/tool), instead "
         "of `response`: text verifiers score the final assistant turn, judges see the whole conversation.")
     tools: list[dict[str, Any]] | None = Field(
-        None, description="The OpenAI tool specs the model was given (with `messages`).")
+        None, description="The OpenAI tool specs the model was given, with `messages` or with a plain `response` "
+        "(the text the model generated, calls read from it with the specs' types).")
     reference: Any = Field(None, description="Gold answer, tests, rubric...: its shape depends on the verifier.")
     options: dict[str, Any] = Field(default_factory=dict, description="Verifier options (see its options_schema).")
     group: str | None = Field(None, description="Items sharing a group id form one GRPO group.")
@@ -105,8 +135,6 @@ class VerifyItemIn(BaseModel):
     def _one_output(self) -> VerifyItemIn:
         if (self.response is None) == (self.messages is None):
             raise ValueError("give exactly one of response (a string) or messages (a conversation)")
-        if self.tools is not None and self.messages is None:
-            raise ValueError("tools come with messages, not with a plain response")
         return self
 
     def message_dicts(self) -> list[dict[str, Any]] | None:

@@ -115,6 +115,8 @@ def call_from_object(obj: Any, where: str = "call") -> Call:
         raise Malformed(f"{where}: a call must be an object, got {type(obj).__name__}")
     if isinstance(obj.get("function"), dict):  # OpenAI: {"id", "type": "function", "function": {...}}
         obj = obj["function"]
+        if "name" not in obj:
+            raise Malformed(f"{where}: the call has no function name")
     if "name" in obj:
         args = obj.get("arguments", obj.get("parameters", obj.get("args")))
         return Call(_name(obj["name"], where), _arguments(args, where))

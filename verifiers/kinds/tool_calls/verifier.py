@@ -129,10 +129,11 @@ class ToolCallsVerifier(Verifier[ToolCallsOptions]):
     def check(self, response: str, reference: Any, options: ToolCallsOptions) -> Verdict:
         expected, per_turn, ref_tools = parse_reference(reference)
         running = conversation.current()  # the item's trajectory, when it came as messages
-        given_tools = running.tools if running is not None else None
+        given_tools = conversation.current_tools()  # with messages or with a plain response
         specs = function_specs(given_tools if given_tools is not None else ref_tools)
         if running is not None:
-            turns = [parse_turn(m, options.max_chars) for m in assistant_turns(running.messages)]
+            said = assistant_turns(running.messages)
+            turns = [parse_turn(m, options.max_chars) for m in (said if per_turn else said[-1:])]
         else:
             turns = [parse_text(response, options.max_chars)]
         if not turns:
