@@ -31,8 +31,8 @@ class RunStatus(str, enum.Enum):
 
 @dataclass
 class Limits:
-    wall_s: float = 10.0
-    cpu_s: float = 10.0
+    wall_s: float = 10.0  # the wall clock, from the program's start (a backstop: see wall_backstop)
+    cpu_s: float = 10.0  # each process's CPU time, and all the run's processes' together
     memory_mb: int = 1024  # address space
     processes: int = 64
     file_size_mb: int = 64
@@ -43,6 +43,19 @@ class Limits:
     # asks for the server's whole compile budget (the backend's cap, e.g. BwrapConfig.compile_wall_s), a request
     # may ask for less (SandboxFusion's compile_timeout). Added later, defaulted.
     compile_s: float = 600.0
+
+
+# A CPU budget's wall-clock backstop: this many times the budget, plus this much. A program that computes meets its
+# CPU budget first on any machine that gives it a third of a CPU or more; the backstop is for one that waits.
+WALL_BACKSTOP_FACTOR = 3.0
+WALL_BACKSTOP_FLOOR_S = 2.0
+
+
+def wall_backstop(cpu_s: float) -> float:
+    """The wall-clock limit that goes with ``cpu_s`` seconds of CPU time when the verdict is to be the CPU budget's:
+    far enough that load does not reach it (a program needing its whole budget gets it with a third of a CPU), near
+    enough that a program that sleeps or blocks, and so never spends its CPU budget, still ends."""
+    return cpu_s * WALL_BACKSTOP_FACTOR + WALL_BACKSTOP_FLOOR_S
 
 
 @dataclass

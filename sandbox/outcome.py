@@ -51,7 +51,8 @@ class Observed:
     max_rss_kb: int
     stderr: str
     stdout_tail: str = ""  # the JVM reports a failed heap reservation on stdout
-    timed_out: bool = False
+    timed_out: bool = False  # the wall clock ran out
+    cpu_exceeded: bool = False  # the run's processes together spent the CPU budget (each alone: RLIMIT_CPU's signal)
     output_exceeded: bool = False
     oom_killed: bool = False  # the run's memory cgroup hit its limit and the kernel killed a process of the run
     cgroup_limit_mb: int = 0
@@ -61,8 +62,14 @@ def classify(o: Observed, limits: Limits) -> tuple[RunStatus, str]:
     if o.oom_killed:
         return RunStatus.MEMORY_EXCEEDED, (f"the run's memory (processes, memfd and shared memory, files in its tmpfs) "
                                            f"reached its cgroup limit of {o.cgroup_limit_mb} MiB")
+    if o.cpu_exceeded:
+        return RunStatus.TIMEOUT, (f"CPU-time limit of {limits.cpu_s:g}s reached by the run's processes together; the "
+                                   "whole process tree was killed")
     if o.timed_out:
-        return RunStatus.TIMEOUT, f"wall-clock limit of {limits.wall_s:g}s reached; the whole process tree was killed"
+        used = (f" with {o.cpu_ms / 1000:.2f}s of the {limits.cpu_s:g}s CPU-time limit used (the program waited, slept "
+                "or was starved of CPU)") if o.cpu_ms else ""
+        return RunStatus.TIMEOUT, (f"wall-clock limit of {limits.wall_s:g}s reached{used}; the whole process tree "
+                                   "was killed")
     if o.output_exceeded:
         return RunStatus.OUTPUT_EXCEEDED, f"output over {limits.output_bytes} bytes; the program was stopped"
     if o.signal == signal.SIGXCPU or (o.signal == signal.SIGKILL and o.cpu_ms >= limits.cpu_s * 1000 * 0.95):

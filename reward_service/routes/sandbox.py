@@ -13,7 +13,7 @@ from reward_service.deps import AdmissionDep, SettingsDep
 from reward_service.errors import ApiError
 from reward_service.schemas.sandbox import LanguageOut, RunBatchIn, RunBatchOut, RunIn, RunOut
 from reward_service.settings import SandboxSettings
-from sandbox.api import Backend, Limits, RunRequest, RunResult, RunStatus, run_source
+from sandbox.api import Backend, Limits, RunRequest, RunResult, RunStatus, run_source, wall_backstop
 from sandbox.languages import canonical_name, source_file
 from sandbox.limits import over_caps
 from sandbox.paths import collect_problem, files_problem, path_problem
@@ -59,6 +59,10 @@ def to_request(s: SandboxSettings, backend: Backend, item: RunIn, loc: list[Any]
         raise ApiError(422, problem, loc=[*loc, "collect"])
     given = item.limits.model_dump(exclude_none=True)
     limits = Limits(**{**s.defaults.model_dump(), **given})
+    if "wall_s" not in given:
+        # the verdict is the CPU budget's: the wall clock, left to the server, is its backstop (never below the
+        # server's default wall, never above its cap), so load does not time out a program that computes
+        limits.wall_s = max(s.defaults.wall_s, min(s.caps.wall_s, wall_backstop(limits.cpu_s)))
     problems = over_caps(limits, s.caps.to_limits())
     if problems:
         raise ApiError(422, "limits: " + "; ".join(problems), loc=[*loc, "limits"])

@@ -26,6 +26,7 @@ from verifiers.context import SANDBOX
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["sandboxfusion"])
+SANDBOXFUSION_WALL_FACTOR = 2.0  # run_timeout's wall-clock backstop, in run_timeouts
 
 
 def _pod() -> str | None:
@@ -45,10 +46,13 @@ def _limits(settings: Settings, body: RunCodeRequest) -> Limits:
     if memory > caps.memory_mb:
         raise ApiError(422, f"memory_limit_MB={memory} exceeds the server cap of {caps.memory_mb}",
                        loc=["memory_limit_MB"])
-    # SandboxFusion limits wall time only; CPU time may use as much (more would be parallel threads).
+    # run_timeout is the program's CPU time (its processes together), so the verdict does not depend on the machine's
+    # load; the wall clock is a backstop at twice that (within the cap), for a program that sleeps or blocks. A
+    # client such as verl waits compile_timeout + run_timeout + 10 s, and sends compile_timeout = run_timeout.
+    cpu = min(body.run_timeout, caps.cpu_s)
     return body.with_compile_budget(Limits(**{
-        **defaults.model_dump(), "wall_s": body.run_timeout, "cpu_s": min(body.run_timeout, caps.cpu_s),
-        "memory_mb": memory}))
+        **defaults.model_dump(), "wall_s": min(caps.wall_s, SANDBOXFUSION_WALL_FACTOR * body.run_timeout),
+        "cpu_s": cpu, "memory_mb": memory}))
 
 
 def _files(body: RunCodeRequest) -> dict[str, str]:

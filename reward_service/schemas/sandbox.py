@@ -15,8 +15,11 @@ class SandboxLimits(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     wall_s: float = Field(10.0, gt=0, allow_inf_nan=False,
-                          description="Wall-clock seconds for the run (compilation has its own budget).")
-    cpu_s: float = Field(10.0, gt=0, allow_inf_nan=False, description="CPU seconds per process.")
+                          description="Wall-clock seconds for the run (compilation has its own budget). Left out of "
+                                      "a request: a backstop of 3 x cpu_s + 2 s (at least the server's default, at "
+                                      "most its cap), so the CPU budget decides.")
+    cpu_s: float = Field(10.0, gt=0, allow_inf_nan=False,
+                         description="CPU seconds of the run: each process's, and all its processes' together.")
     memory_mb: int = Field(1024, gt=0, description="Address space (or data segment for JVM/V8/Go) in MiB.")
     processes: int = Field(64, gt=0, description="Processes/threads the program may have at once.")
     file_size_mb: int = Field(64, gt=0, description="Largest file the program may write.")

@@ -50,6 +50,7 @@ class Report(TypedDict, total=False):
     out: int
     err: int
     timed_out: bool
+    cpu_exceeded: bool
     output_exceeded: bool
 
 

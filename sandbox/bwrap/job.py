@@ -202,7 +202,8 @@ def _case(box: Sandbox, header: Report, out: bytes, err: bytes, limits: Limits,
         kills = box.group.oom_kills()
         oom, box.oom_seen = kills > box.oom_seen, kills
     return _classified(header, out, err, bool(header.get("output_exceeded")), float(header.get("wall_ms", 0.0)),
-                       limits, timed_out=bool(header.get("timed_out")), oom_killed=oom, cgroup_mb=cgroup_mb)
+                       limits, timed_out=bool(header.get("timed_out")), oom_killed=oom, cgroup_mb=cgroup_mb,
+                       cpu_exceeded=bool(header.get("cpu_exceeded")))
 
 
 def _with_collect_report(result: RunResult, report: Report, over_budget: bool) -> RunResult:
@@ -232,7 +233,7 @@ def _with_collect_report(result: RunResult, report: Report, over_budget: bool) -
 
 
 def _classified(rep: Report, stdout: bytes, stderr: bytes, truncated: bool, wall_ms: float, limits: Limits, *,
-                timed_out: bool, oom_killed: bool, cgroup_mb: int) -> RunResult:
+                timed_out: bool, oom_killed: bool, cgroup_mb: int, cpu_exceeded: bool = False) -> RunResult:
     """What the supervisor saw of one program process, named (``sandbox.outcome.classify``); each stream within
     the output budget as the answer sends it."""
     out, _, out_cut = as_sent(stdout, limits.output_bytes)
@@ -241,12 +242,13 @@ def _classified(rep: Report, stdout: bytes, stderr: bytes, truncated: bool, wall
     observed = Observed(
         exit_code=rep.get("exit_code"), signal=rep.get("signal"),
         cpu_ms=float(rep.get("cpu_ms", 0.0)), max_rss_kb=int(rep.get("max_rss_kb", 0)),
-        stderr=err, stdout_tail=out[-2000:], timed_out=timed_out, output_exceeded=truncated,
+        stderr=err, stdout_tail=out[-2000:], timed_out=timed_out, cpu_exceeded=cpu_exceeded, output_exceeded=truncated,
         oom_killed=oom_killed, cgroup_limit_mb=cgroup_mb,
     )
     status, reason = classify(observed, limits)
     return RunResult(
-        status, exit_code=observed.exit_code, signal=observed.signal if not (timed_out or oom_killed) else 9,
+        status, exit_code=observed.exit_code,
+        signal=observed.signal if not (timed_out or cpu_exceeded or oom_killed) else 9,
         stdout=out, stderr=err, wall_ms=wall_ms, cpu_ms=observed.cpu_ms, max_rss_kb=observed.max_rss_kb,
         truncated=truncated, compile_output=str(rep.get("compile_output", "")),
         files=dict(rep.get("files") or {}), reason=reason,

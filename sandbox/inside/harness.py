@@ -33,6 +33,9 @@ every message from it is data the judge checks, never an instruction it follows:
   fixed by the first load, and only a name still bound to the handle it got then takes the new process's handle.
 
 Killing the judge, exiting early, hanging or crashing therefore only ever removes results; it cannot add any.
+
+A test's budget is CPU time (``Budget``: the judge's, the candidate's threads and children, what it left behind),
+so load does not change a verdict; a wall-clock backstop, which names itself, ends a candidate that waits instead.
 """
 import builtins
 import marshal
@@ -232,13 +235,12 @@ def send(fd: int, obj: object) -> None:
         data = data[os.write(fd, data):]
 
 
-def _read_exact(fd: int, n: int, deadline: float | None) -> bytes:
+def _read_exact(fd: int, n: int, budget: "Budget | None") -> bytes:
     buf = bytearray()
     while len(buf) < n:
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
-                raise CandidateTimeout()
+        if budget is not None:
+            while not select.select([fd], [], [], budget.wait())[0]:
+                pass  # budget.wait raises CandidateTimeout once the CPU budget or the wall backstop is spent
         chunk = os.read(fd, min(n - len(buf), 1 << 20))
         if not chunk:
             raise CandidateGone("the candidate process exited")
@@ -246,11 +248,11 @@ def _read_exact(fd: int, n: int, deadline: float | None) -> bytes:
     return bytes(buf)
 
 
-def receive(fd: int, deadline: float | None = None) -> "Any":
-    size = int.from_bytes(_read_exact(fd, 4, deadline), "big")
+def receive(fd: int, budget: "Budget | None" = None) -> "Any":
+    size = int.from_bytes(_read_exact(fd, 4, budget), "big")
     if size > MAX_MESSAGE:
         raise CandidateGone("the candidate sent an oversized message")
-    return json_loads(_read_exact(fd, size, deadline))
+    return json_loads(_read_exact(fd, size, budget))
 
 
 # ------------------------------------------------------------------------------------------ candidate side
@@ -348,6 +350,125 @@ class CandidateError(Exception):
     """A candidate exception without a builtin counterpart."""
 
 
+# ------------------------------------------------------------------------------------------------ a test's time
+
+CPUS = len(os.sched_getaffinity(0))  # the CPU time a test can use per second of wall time, at most
+CHECK_MIN_S = 0.05  # the shortest wait between two looks at a test's CPU time
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds of process ``pid`` so far, every thread of it, from its CPU clock (one syscall, no /proc read;
+    the kernel lets any process read another's); 0 once it is gone."""
+    try:
+        return time.clock_gettime(((~pid) << 3) | 2)  # the kernel's MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED)
+    except OSError:
+        return 0.0
+
+
+def _left_out(candidate: int) -> "dict[int, int]":
+    """What the candidate's own clock leaves out, from /proc: each process's CPU in clock ticks, its own (utime,
+    stime) and what it reaped (cutime, cstime), keyed by pid: the candidate's children and their descendants, and
+    the processes the run's init adopted when their parent died (where a child the candidate forked and left behind
+    goes) with the init's reaped ones under its own pid. The candidate counts only for what it reaped, the init only
+    when it is the judge's parent (the sandbox's run manager, or the container's first process); never the judge or
+    its ancestors."""
+    stats: dict[int, list[bytes]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                fd = os.open(f"/proc/{name}/stat", os.O_RDONLY)
+            except OSError:  # gone meanwhile
+                continue
+            try:
+                data = os.read(fd, 1024)
+            except OSError:
+                continue
+            finally:
+                os.close(fd)
+            fields = data.rsplit(b")", 1)[-1].split()  # after the command's name, which may hold anything
+            if len(fields) > 14:
+                stats[int(name)] = fields
+    children: dict[int, list[int]] = {}
+    for pid, fields in stats.items():
+        children.setdefault(int(fields[1]), []).append(pid)
+    me = os.getpid()
+    found: dict[int, int] = {}
+    roots = [candidate]
+    if os.getppid() == 1 and 1 in stats:
+        roots += [pid for pid in children.get(1, ()) if pid != me]
+        found[1] = int(stats[1][13]) + int(stats[1][14])
+    while roots:
+        pid = roots.pop()
+        got = stats.get(pid)
+        if got is None or pid in found or pid == me:
+            continue
+        own = 0 if pid == candidate else int(got[11]) + int(got[12])
+        found[pid] = own + int(got[13]) + int(got[14])
+        roots += children.get(pid, ())
+    return found
+
+
+def others_cpu(candidate: int) -> float:
+    """CPU seconds of what the candidate's own clock leaves out (``_left_out``). Read from /proc: only when a test
+    ran long enough that its CPU budget might be spent, and once per restart."""
+    return sum(_left_out(candidate).values()) / os.sysconf("SC_CLK_TCK")
+
+
+def kill_left_behind() -> None:
+    """After the candidate was killed: every process it left behind (its children, adopted by the run's init), so
+    nothing of a candidate that timed out or crashed computes on into the next tests' time."""
+    for pid in _left_out(0):
+        if pid != 1:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+class Budget:
+    """The time of one test (or of loading the program, or of check's own statements between tests): CPU seconds of
+    the judge and the candidate (its threads, its children, what it left behind) since it began, so a program gets
+    the same verdict on a busy machine as on a quiet one; and a wall-clock backstop, a multiple of that budget, for
+    a program that waits instead of computing (it sleeps or blocks, or a machine loaded past reason starves it).
+    Nothing is measured before the earliest moment the budget could be spent (every CPU busy with the test since it
+    began): a test that ends before that costs two clock reads."""
+
+    __slots__ = ("cpu_s", "wall_s", "candidate", "wall_end", "next_check", "judge0", "pid", "own0", "others0")
+
+    def __init__(self, cpu_s: float, wall_s: float, candidate: "Candidate") -> None:
+        now = time.monotonic()
+        self.cpu_s, self.wall_s, self.candidate = cpu_s, wall_s, candidate
+        self.wall_end = now + wall_s
+        self.next_check = now + cpu_s / CPUS
+        self.judge0 = time.process_time()
+        self.pid = candidate.pid
+        self.own0 = process_cpu(self.pid) if self.pid else 0.0
+        self.others0 = candidate.others_base
+
+    def used(self) -> float:
+        """CPU seconds spent since the budget began. A candidate started since (a restart) counts from its start."""
+        pid = self.candidate.pid
+        same = pid == self.pid
+        own = (process_cpu(pid) - (self.own0 if same else 0.0)) if pid else 0.0
+        others = others_cpu(pid) - (self.others0 if same else self.candidate.others_base) if pid else 0.0
+        return time.process_time() - self.judge0 + own + max(0.0, others)
+
+    def wait(self) -> float:
+        """Seconds to wait for the candidate before looking again; raises CandidateTimeout, naming the limit, once
+        the CPU budget or the wall backstop is spent."""
+        now = time.monotonic()
+        if now >= self.wall_end:
+            raise CandidateTimeout(
+                f"wall-clock backstop of {self.wall_s:g}s reached with {self.used():.2f}s of the {self.cpu_s:g}s CPU "
+                "budget used: the program waited or slept (or the machine starved it)")
+        if now >= self.next_check:
+            used = self.used()
+            if used >= self.cpu_s:
+                raise CandidateTimeout(f"CPU time limit of {self.cpu_s:g}s reached")
+            self.next_check = now + max(CHECK_MIN_S, (self.cpu_s - used) / CPUS)
+        return max(0.0, min(self.wall_end, self.next_check) - now)
+
+
 def _exception_from(name: str, message: str, op: str) -> Exception:
     """The judge's own exception for one the candidate named: a builtin ``Exception`` subclass, else CandidateError.
     StopIteration only ends an iterator (``next``): raised from a call it would end a test's loop over ``map``."""
@@ -424,6 +545,11 @@ class RemoteRef:
     def __repr__(self) -> str:
         return f"<candidate object {self._label}>"
 
+    def _follow(self, new: "RemoteRef") -> None:
+        """Stand for ``new``'s object from now on (the judge's own decision after a restart, ``Judge.rebind``)."""
+        object.__setattr__(self, "_rid", new._rid)
+        object.__setattr__(self, "_generation", new._generation)
+
 
 class _Child:
     """A forked candidate process, with the two methods of ``subprocess.Popen`` the judge uses."""
@@ -478,23 +604,31 @@ class Candidate:
         self.spare = spare  # (process, reply fd, request fd) forked before the job was read, used first
         self.generation = 0
         self.proc: _Child | subprocess.Popen[bytes] | None = None
-        self.deadline: float | None = None
+        self.budget: Budget | None = None  # what the running test (or load) may still spend
+        # others_cpu when the running candidate started: 0 for the first, forked before anything else of the run ran
+        self.others_base = 0.0
 
     @property
     def alive(self) -> bool:
         return self.proc is not None
 
-    def start(self, budget: float) -> dict[str, object]:
-        """Start the child and run the program; returns the names it defined, still on the wire (``admit_names``
-        decides which the tests see)."""
+    @property
+    def pid(self) -> int:
+        return self.proc.pid if self.proc is not None else 0
+
+    def start(self, cpu_s: float, wall_s: float) -> dict[str, object]:
+        """Start the child and run the program within its own budget; returns the names it defined, still on the
+        wire (``admit_names`` decides which the tests see)."""
         self.stop()
         self.generation += 1
         pipe = None
         if self.spare is not None:
             (self.proc, self.rfd, self.wfd), self.spare = self.spare, None
         else:
+            kill_left_behind()
             pipe = self._exec_child()
-        self.deadline = time.monotonic() + budget
+            self.others_base = others_cpu(self.pid)  # where the count of what it leaves out starts
+        self.budget = Budget(cpu_s, wall_s, self)
         try:
             if pipe is not None:
                 pipe.write(_HARNESS_SOURCE.encode())
@@ -560,7 +694,7 @@ class Candidate:
 
     def _receive(self) -> "dict[str, Any]":
         try:
-            reply = receive(self.rfd, self.deadline)
+            reply = receive(self.rfd, self.budget)
         except (CandidateTimeout, CandidateGone) as exc:
             self.stop()
             self.on_trouble(exc)
@@ -690,7 +824,8 @@ class Judge:
                  spare: tuple[_Child, int, int] | None = None) -> None:
         self.job = job
         self.report = report
-        self.timeouts: list[float] = job["timeouts"]
+        self.timeouts: list[float] = job["timeouts"]  # each test's CPU seconds
+        self.walls: list[float] = job.get("walls") or list(self.timeouts)  # and its wall-clock backstop
         self.stop_first: bool = job.get("stop_on_first_failure", False)
         self.candidate = Candidate(job["program"], job.get("path") or sys.path, self.mark_trouble, spare)
         self.namespace: dict[str, object] = {}  # run() gives it the test code's globals
@@ -706,13 +841,13 @@ class Judge:
         self.done.add(index)
         self.report({"i": index, "s": status, "m": message[:MESSAGE_CHARS]})
 
-    def ensure_candidate(self, budget: float) -> None:
+    def ensure_candidate(self, cpu_s: float, wall_s: float) -> None:
         if self.candidate.alive:
             return
         if self.broken:
             raise CandidateGone(self.broken)
         try:
-            wire = self.candidate.start(budget + 2.0)  # + interpreter start-up
+            wire = self.candidate.start(cpu_s + 2.0, wall_s + 2.0)  # + interpreter start-up
             names = admit_names(wire, self.job.get("subjects") or (), self.candidate.decode)
         except CandidateTimeout:
             self.broken = "the program did not finish loading in time"
@@ -729,15 +864,17 @@ class Judge:
             exec(self.compiled("setup", "<test setup>"), self.namespace)  # noqa: S102 - the tests' own set-up
 
     def rebind(self, names: dict[str, object]) -> None:
-        """After a restart the old handles are dead. A program name still bound to the handle it got takes the new
-        process's handle for it; a name the judge or the test code rebound since stays theirs, and names the
-        first load did not have, or that are no handle now, are ignored: the namespace is rebuilt from what the
-        judge trusts, never from the restarted process's word."""
-        first = self.program_names or {}
-        for name, old in first.items():
+        """After a restart the old handles are dead. Each handle the first load gave a program name now stands for
+        the new process's object of that name, in place: wherever the test code keeps it (HumanEval's ``check``
+        holds the function under test as its ``candidate`` argument; a list, a closure) the next test calls the
+        restarted program. Bindings are not touched: a name the judge or the test code rebound since stays theirs.
+        Names the first load did not have, or that are no handle now, are ignored, and handles the program handed
+        out later (results of calls) stay dead: what the tests reach is what the judge trusted before the test code
+        ran, never the restarted process's word."""
+        for name, old in (self.program_names or {}).items():
             new = names.get(name)
-            if type(old) is RemoteRef and type(new) is RemoteRef and self.namespace.get(name) is old:
-                self.namespace[name] = first[name] = new
+            if type(old) is RemoteRef and type(new) is RemoteRef:
+                old._follow(new)
 
     def mark_trouble(self, exc: BaseException) -> None:
         """A timeout, crash or broken protocol inside a test decides it, even if the test code caught the exception.
@@ -748,10 +885,9 @@ class Judge:
         if self.unit is None:
             for index in range(len(self.timeouts)):
                 self.emit(index, "timeout" if timed_out else "error",
-                          "the program timed out" if timed_out else str(exc))
+                          f"the program timed out: {exc}" if timed_out else str(exc))
         elif self.unit[1] is None:
-            self.unit[1] = ("timeout", f"timed out after {self.timeouts[self.unit[0]]:g}s") if timed_out else (
-                "error", str(exc))
+            self.unit[1] = ("timeout", str(exc) or "timed out") if timed_out else ("error", str(exc))
 
     def compiled(self, key: str, filename: str) -> "Any":
         """The job's ``key`` code (tests or setup): the host's bytecode of it where this interpreter reads that
@@ -772,18 +908,18 @@ class Judge:
         return equal
 
     def run(self) -> None:
-        budget = max(self.timeouts) if self.timeouts else 5.0
+        cpu_s, wall_s = (max(self.timeouts), max(self.walls)) if self.timeouts else (5.0, 17.0)
         self.namespace = {"__name__": "__tests__", "__builtins__": builtins}
         try:
-            self.candidate.deadline = time.monotonic() + budget
-            self.ensure_candidate(budget)
+            self.ensure_candidate(cpu_s, wall_s)
+            self.candidate.budget = Budget(cpu_s, wall_s, self.candidate)  # check's own statements
             self.namespace.update(__unit__=self.unit_scope, __eq__check=self.compare_eq)
             exec(self.compiled("tests", "<tests>"), self.namespace)  # noqa: S102 - the test code
             why, status = "the test code ended before reaching this test", "error"
         except StopTests:
             why, status = "not run: stopped at the first failure", "skipped"
-        except CandidateTimeout:
-            why, status = "the program timed out", "timeout"
+        except CandidateTimeout as exc:
+            why, status = f"the program timed out: {exc}", "timeout"
         except CandidateGone as exc:
             why, status = str(exc), "error"
         except BaseException as exc:
@@ -802,15 +938,15 @@ class _UnitScope:
         judge = self.judge
         if judge.unit is not None:
             raise RuntimeError("tests cannot nest")
-        budget = judge.timeouts[self.index]
+        cpu_s, wall_s = judge.timeouts[self.index], judge.walls[self.index]
         judge.unit = [self.index, None]
         judge.last_compare = None
-        judge.candidate.deadline = time.monotonic() + budget
         try:
-            judge.ensure_candidate(budget)
+            judge.ensure_candidate(cpu_s, wall_s)  # a restart loads the program within a budget of its own
         except (CandidateTimeout, CandidateGone) as exc:
             judge.unit[1] = ("timeout" if isinstance(exc, CandidateTimeout) else "error", str(exc) or "timed out")
             raise
+        judge.candidate.budget = Budget(cpu_s, wall_s, judge.candidate)
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
@@ -818,11 +954,10 @@ class _UnitScope:
         assert judge.unit is not None  # __enter__ set it
         index, problem = judge.unit
         judge.unit = None
-        judge.candidate.deadline = time.monotonic() + judge.timeouts[index]
+        judge.candidate.budget = Budget(judge.timeouts[index], judge.walls[index], judge.candidate)  # check's own
         if exc_type is not None and issubclass(exc_type, (CandidateTimeout, CandidateGone)):
             problem = problem or (
-                ("timeout", f"timed out after {judge.timeouts[index]:g}s")
-                if issubclass(exc_type, CandidateTimeout) else ("error", str(exc))
+                ("timeout", str(exc) or "timed out") if issubclass(exc_type, CandidateTimeout) else ("error", str(exc))
             )
         if problem is None:
             if exc_type is None:

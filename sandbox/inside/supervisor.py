@@ -833,17 +833,64 @@ def _run_cases(job: "Job", inputs_fd: int, sizes_fd: int, args_fd: int, buf: byt
             return pid
         for fd in (stdin_fd, out_w, err_w):
             os.close(fd)
-        case = _watch_case(pid, (out_r, err_r), started + limits["wall_s"], limits["output_bytes"], buf, select)
+        case = _watch_case(pid, (out_r, err_r), _Clock(started, limits), limits["output_bytes"], buf, select)
         case.update(i=index, wall_ms=(time.monotonic() - started) * 1000.0)
         _send(b"H", _json(case).encode())
     return None
 
 
-def _watch_case(pid: int, pipes: tuple[int, int], deadline: float, cap: int, buf: bytearray,
+class _Clock:
+    """One case's time: its CPU seconds (every process of the run together: a program that spreads its work over
+    children spends the same budget) and its wall clock. RLIMIT_CPU stops each process at the budget; the run's
+    processes together are counted here, from their rusage and /proc, only from the earliest moment the budget could
+    be spent (every CPU busy with the case since it began), so a short case costs nothing."""
+
+    __slots__ = ("cpu_s", "deadline", "next_check", "base", "over")
+
+    def __init__(self, started: float, limits: "dict[str, Any]") -> None:
+        self.cpu_s: float = limits["cpu_s"]
+        self.deadline: float = started + limits["wall_s"]
+        self.next_check: float = started + self.cpu_s / len(os.sched_getaffinity(0))
+        self.base = _reaped_cpu()  # every process of earlier cases is dead and reaped
+        self.over = False  # the run's processes together spent the CPU budget
+
+    def used(self) -> float:
+        """CPU seconds of the case's processes: those reaped (by us, or by a process of theirs we reaped), and the
+        live ones, each with what it reaped."""
+        ticks = 0
+        me = os.getpid()
+        for name in os.listdir("/proc"):
+            if name.isdigit() and int(name) not in (1, me):
+                try:
+                    with open(f"/proc/{name}/stat", "rb") as f:
+                        fields = f.read().rsplit(b")", 1)[-1].split()
+                    ticks += int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
+                except (OSError, IndexError, ValueError):  # gone meanwhile
+                    continue
+        return _reaped_cpu() - self.base + ticks / os.sysconf("SC_CLK_TCK")
+
+    def due(self, now: float) -> float:
+        """When to look next (the event loop's clock); sets ``over`` once the CPU budget is spent."""
+        if now >= self.next_check:
+            used = self.used()
+            if used >= self.cpu_s:
+                self.over = True
+                return now
+            self.next_check = now + max(0.05, (self.cpu_s - used) / len(os.sched_getaffinity(0)))
+        return min(self.deadline, self.next_check)
+
+
+def _reaped_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _watch_case(pid: int, pipes: tuple[int, int], clock: _Clock, cap: int, buf: bytearray,
                 select: "ModuleType") -> "dict[str, Json]":
-    """Relay one case's stdout and stderr (each capped) until it exits, overruns its wall clock or its output cap;
-    then kill everything but us and reap it. Returns the case's header fields. Orphans are reaped as they die (we
-    are the namespace's init: a zombie counts against the program's process limit until its parent reaps it)."""
+    """Relay one case's stdout and stderr (each capped) until it exits, overruns its wall clock, its CPU budget or
+    its output cap; then kill everything but us and reap it. Returns the case's header fields. Orphans are reaped as
+    they die (we are the namespace's init: a zombie counts against the program's process limit until its parent
+    reaps it)."""
     pidfd = os.pidfd_open(pid)
     half = len(buf) // 2
     view = memoryview(buf)
@@ -853,11 +900,14 @@ def _watch_case(pid: int, pipes: tuple[int, int], deadline: float, cap: int, buf
     reaped: tuple[int, resource.struct_rusage] | None = None
     while not over:
         now = time.monotonic()
-        if now >= deadline:
+        if now >= clock.deadline:
             timed_out = True
             break
-        due = min((o.since + FLUSH_S for o in outlets.values() if o.pending), default=deadline)
-        ready = select.select([*reading, pidfd, CHILD_WAKE[0]], [], [], max(0.0, min(deadline, due) - now))[0]
+        wake = clock.due(now)
+        if clock.over:
+            break
+        due = min((o.since + FLUSH_S for o in outlets.values() if o.pending), default=wake)
+        ready = select.select([*reading, pidfd, CHILD_WAKE[0]], [], [], max(0.0, min(wake, due) - now))[0]
         if CHILD_WAKE[0] in ready:
             _drain(CHILD_WAKE[0])
             reaped = reaped or _reap_orphans(pid)
@@ -885,8 +935,9 @@ def _watch_case(pid: int, pipes: tuple[int, int], deadline: float, cap: int, buf
         os.close(fd)
     code, sig = _status(st) if st is not None else (None, signal.SIGKILL)
     return {
-        "exit_code": code, "signal": sig, "timed_out": timed_out, "output_exceeded": over,
-        "cpu_ms": (usage.ru_utime + usage.ru_stime) * 1000.0 if usage else 0.0,
+        "exit_code": code, "signal": sig, "timed_out": timed_out, "cpu_exceeded": clock.over,
+        "output_exceeded": over,
+        "cpu_ms": (_reaped_cpu() - clock.base) * 1000.0,  # every process of the case, all reaped by now
         "max_rss_kb": usage.ru_maxrss if usage else 0}
 
 

@@ -84,3 +84,25 @@ def test_batch_keeps_order_ids_and_per_item_outcomes(server: LiveServer) -> None
         assert c.post("/v1/sandbox/run_batch", json={"items": []}).status_code == 422
         bad = c.post("/v1/sandbox/run_batch", json={"items": [{"code": "1"}, {"code": "1", "language": "x"}]})
     assert bad.status_code == 422 and bad.json()["loc"] == ["items", 1, "language"]
+
+
+def test_a_run_without_wall_s_gets_the_backstop_of_its_cpu_budget() -> None:
+    """The CPU budget decides: a wall_s the request leaves out is 3 x cpu_s + 2 s, within the server's default and
+    cap; one it gives is kept."""
+    from reward_service.routes.sandbox import to_request
+    from reward_service.schemas.sandbox import RunIn
+    from reward_service.settings import Settings
+    from sandbox.bwrap import BwrapBackend, BwrapConfig
+
+    settings = Settings().sandbox
+    backend = BwrapBackend(BwrapConfig(warm_pool=0))
+
+    def limits(given: dict) -> tuple[float, float]:
+        got = to_request(settings, backend, RunIn(code="1", limits=given), loc=[]).limits
+        return got.cpu_s, got.wall_s
+
+    assert limits({"cpu_s": 5}) == (5, 17)
+    assert limits({}) == (10, 32)  # the server's default 10 s of CPU
+    assert limits({"cpu_s": 1}) == (1, 10)  # never below the server's default wall_s
+    assert limits({"cpu_s": 30}) == (30, 60)  # never above its cap
+    assert limits({"cpu_s": 5, "wall_s": 6}) == (5, 6)

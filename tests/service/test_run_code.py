@@ -350,3 +350,16 @@ def test_compile_timeout_becomes_the_runs_compile_budget() -> None:
     body = RunCodeRequest(code="int main(){}", language="cpp", compile_timeout=0.5, run_timeout=3)
     limits = body.with_compile_budget(Limits(wall_s=3, cpu_s=3))
     assert (limits.compile_s, limits.wall_s, limits.cpu_s) == (0.5, 3, 3)
+
+
+def test_run_timeout_is_cpu_time_with_a_wall_clock_backstop_of_twice_it() -> None:
+    """docs/sandboxfusion.md: run_timeout is the run's CPU budget; the wall clock backs it up at 2 x, within the cap."""
+    from reward_service.routes.sandboxfusion import _limits
+    from reward_service.schemas.sandboxfusion import RunCodeRequest
+    from reward_service.settings import Settings
+
+    settings = Settings()
+    limits = _limits(settings, RunCodeRequest(code="print(1)", language="python", run_timeout=3))
+    assert (limits.cpu_s, limits.wall_s) == (3, 6)
+    capped = _limits(settings, RunCodeRequest(code="print(1)", language="python", run_timeout=40))
+    assert (capped.cpu_s, capped.wall_s) == (40, 60)

@@ -60,6 +60,22 @@ def test_a_hanging_test_times_out_and_the_next_one_still_runs(runner: CodeRunner
     assert statuses(v) == ["passed", "timeout", "passed"] and v.score == pytest.approx(2 / 3)
 
 
+FOUR_ASSERTS = {"test": "def check(candidate):\n    assert candidate(1) == 2\n    assert candidate(2) == 3\n"
+                        "    assert candidate(3) == 4\n    assert candidate(4) == 5\n", "entry_point": "inc"}
+
+
+@pytest.mark.parametrize("trouble", ["        while True:\n            pass\n",
+                                     "        import os\n        os._exit(1)\n"], ids=["hangs", "crashes"])
+def test_humaneval_check_calls_the_restarted_candidate_after_a_timeout_or_crash(runner: CodeRunner,
+                                                                               trouble: str) -> None:
+    """check(candidate) holds the function under test as its argument: after the restart that the 2nd assert's
+    timeout (or crash) forces, the 3rd and 4th call the new process's function, as the test_list form does."""
+    program = "def inc(x):\n    if x == 2:\n" + trouble + "    return x + 1\n"
+    v = runner.verify(program, {**FOUR_ASSERTS, "timeout_s": 1})
+    assert v.score == pytest.approx(0.75), v.details["tests"]
+    assert statuses(v) == ["passed", "timeout" if "while" in trouble else "error", "passed", "passed"]
+
+
 def test_runtime_errors_and_missing_code_are_named(runner: CodeRunner) -> None:
     v = runner.verify("def add(a, b):\n    return a + None\n", ADD)
     assert statuses(v) == ["error"] * 3 and "TypeError" in v.details["tests"][0]["message"]

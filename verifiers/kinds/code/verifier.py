@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from sandbox.api import Backend, Limits, RunRequest, RunResult, RunStatus, run_source
+from sandbox.api import Backend, Limits, RunRequest, RunResult, RunStatus, run_source, wall_backstop
 from sandbox.inside import HARNESS
 from verifiers.base import BaseOptions, Verifier
 from verifiers.context import SANDBOX, Context
@@ -28,13 +28,16 @@ from verifiers.kinds.code.stdio import describe_mismatch, outputs_match
 from verifiers.types import InvalidReference, Verdict, VerifierFailed, VerifierUnavailable
 
 MESSAGE_CHARS = 300
-STARTUP_S = 5.0  # judge + candidate interpreter start-up, on top of the tests' own budgets
+STARTUP_S = 5.0  # judge + candidate interpreter start-up, on top of the tests' own budgets (CPU and wall)
 CASES_PER_BATCH = 25  # stdin cases of one item per run_cases call; the calls of one item run in parallel
 
 
 class CodeOptions(BaseOptions):
     stop_on_first_failure: bool = Field(False, description="Stop at the first failed test; the rest count as skipped.")
-    test_timeout_s: float = Field(5.0, gt=0, le=600, description="Per-test time budget when the reference sets none.")
+    test_timeout_s: float = Field(
+        5.0, gt=0, le=600, description="Per-test CPU-time budget when the reference sets none (the program's processes "
+                                       "together, and the test code's); a wall-clock backstop of 3x + 2 s ends a "
+                                       "program that waits instead.")
     memory_mb: int = Field(1024, ge=64, le=16384, description="Memory cap per process in the sandbox.")
     network: Literal["none", "loopback"] = Field(
         "none", description="none: the program may open unix sockets only (no run of the sandbox needs a network "
@@ -115,6 +118,7 @@ class CodeVerifier(Verifier[CodeOptions]):
     async def _run_harness(self, sandbox: Any, plan: TestPlan, program: str,
                            options: CodeOptions) -> list[dict[str, str]]:
         timeouts = _budget(plan, options)
+        walls = [wall_backstop(t) for t in timeouts]
         nonce = secrets.token_hex(16)
         job = {
             "nonce": nonce,
@@ -126,12 +130,15 @@ class CodeVerifier(Verifier[CodeOptions]):
             "bytecode_magic": BYTECODE_MAGIC,
             "subjects": plan.subjects,
             "timeouts": timeouts,
+            "walls": walls,
             "stop_on_first_failure": options.stop_on_first_failure,
         }
-        total = sum(timeouts) + STARTUP_S
+        # the judge keeps each test's budgets; the run's own limits (within the sandbox's caps) only end a run whose
+        # judge stopped keeping them
         request = RunRequest(
             code=harness_source(), language="python", stdin=json.dumps(job), args=plan.preload, precompiled=True,
-            limits=Limits(wall_s=total, cpu_s=total, memory_mb=options.memory_mb), network=options.network,
+            limits=Limits(wall_s=sum(walls) + STARTUP_S, cpu_s=sum(timeouts) + STARTUP_S,
+                          memory_mb=options.memory_mb), network=options.network,
         )
         result: RunResult = await sandbox.run(request)
         if result.status == RunStatus.SANDBOX_ERROR:
@@ -156,7 +163,7 @@ class CodeVerifier(Verifier[CodeOptions]):
                          options: CodeOptions) -> list[dict[str, str]]:
         timeout = plan.timeout_s or options.test_timeout_s
         request = RunRequest(code=program, language=plan.language, network=options.network,
-                             limits=Limits(wall_s=timeout, cpu_s=timeout, memory_mb=options.memory_mb))
+                             limits=Limits(wall_s=wall_backstop(timeout), cpu_s=timeout, memory_mb=options.memory_mb))
         inputs = [c.input for c in plan.cases]
         groups = [inputs[i:i + CASES_PER_BATCH] for i in range(0, len(inputs), CASES_PER_BATCH)]
         if options.stop_on_first_failure:
@@ -202,7 +209,8 @@ def _nonce_records(stdout: str, nonce: str) -> list[dict[str, object]]:
 def _missing_status(result: RunResult) -> dict[str, str]:
     """What a test without a result line gets: never passed."""
     if result.status == RunStatus.TIMEOUT:
-        return {"status": "timeout", "message": "the run hit its time limit before this test finished"}
+        return {"status": "timeout",
+                "message": f"the run hit its time limit before this test finished ({result.reason})"}
     how = f"signal {result.signal}" if result.signal else f"status {result.status.value}"
     return {"status": "error", "message": f"the test harness was stopped ({how}) before this test finished"}
 
