@@ -28,7 +28,8 @@ def step(c: httpx.Client, env: str, sid: str, action: dict[str, Any], **extra: A
 def test_a_python_episode_keeps_its_state_and_ends_with_its_reward(env_server: LiveServer) -> None:
     with env_server.client() as c:
         sid = reset(c, "python", prompt="What is 6 times 7?", reward={"verifier": "math", "reference": "42"})
-        assert step(c, "python", sid, {"code": "import math\nx = 6 * 7\nprint('set')"})["observation"]["stdout"] == "set\n"
+        first = step(c, "python", sid, {"code": "import math\nx = 6 * 7\nprint('set')"})
+        assert first["observation"]["stdout"] == "set\n"
         out = step(c, "python", sid, {"code": "open('notes.txt', 'w').write(str(x))\nmath.sqrt(x * x)"})
         assert out["observation"]["value"] == "42.0" and out["reward"] is None and out["done"] is False
         assert step(c, "python", sid, {"code": "open('notes.txt').read()"})["observation"]["value"] == "'42'"
@@ -127,7 +128,8 @@ def test_a_session_sees_nothing_of_another(env_server: LiveServer) -> None:
         seen = step(c, "python", b, {"code": "import os\n"
                                              "procs = [open(f'/proc/{p}/cmdline').read() for p in os.listdir('/proc') "
                                              "if p.isdigit()]\n"
-                                             "('secret' in globals(), os.listdir('.'), any('sleep' in x for x in procs))"})
+                                             "('secret' in globals(), os.listdir('.'), "
+                                             "any('sleep' in x for x in procs))"})
         assert seen["observation"]["value"] == "(False, [], False)", seen
         probe = step(c, "python", b, {"code": "import glob\nglob.glob('/work/*') + glob.glob('/tmp/*')"})
         assert probe["observation"]["value"] == "[]"
