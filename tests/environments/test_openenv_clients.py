@@ -25,7 +25,7 @@ def test_openenv_validator_passes_on_each_mounted_environment(env_server: LiveSe
 def test_openenv_websocket_client_reattaches_after_a_dropped_socket(env_server: LiveServer) -> None:
     client_cls = openenv_client.GenericEnvClient
 
-    async def episode() -> None:
+    async def episode() -> str:
         first = client_cls(base_url=f"{env_server.url}/envs/python")
         await first.connect()
         result = await first.reset(prompt="6*7?", reward={"verifier": "math", "reference": "42"})
@@ -41,10 +41,11 @@ def test_openenv_websocket_client_reattaches_after_a_dropped_socket(env_server: 
         end = await again.step({"final_answer": "\\boxed{42}"})
         assert end.done is True and end.reward == 1.0
         await again.close()  # sends close: the session ends
-        r = httpx.get(f"{env_server.url}/envs/python/state", params={"session_id": sid})
-        assert r.status_code == 410
+        return sid
 
-    asyncio.run(episode())
+    sid = asyncio.run(episode())
+    r = httpx.get(f"{env_server.url}/envs/python/state", params={"session_id": sid})
+    assert r.status_code == 410
 
 
 def test_mcp_client_drives_a_sql_episode_opened_by_reset(env_server: LiveServer) -> None:
