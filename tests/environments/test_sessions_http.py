@@ -2,6 +2,8 @@
 what one session can never see of another."""
 from __future__ import annotations
 
+import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -110,7 +112,7 @@ def test_a_step_without_a_session_behaves_as_upstream(env_server: LiveServer) ->
 
 def test_the_per_client_maximum_is_a_capacity_error_with_retry_after(env_server: LiveServer) -> None:
     with env_server.client() as c:
-        before = c.get("/envs").json()["sessions"]["open"]
+        before = c.get("/envs").json()["sessions"]["live"]  # done episodes hold no slot
         opened = [reset(c, "sql", database="flat_db") for _ in range(PER_CLIENT - before)]
         r = c.post("/envs/sql/reset", json={"database": "flat_db"})
         assert r.status_code == 429 and r.json()["code"] == "capacity" and int(r.headers["retry-after"]) >= 1
@@ -123,13 +125,18 @@ def test_the_per_client_maximum_is_a_capacity_error_with_retry_after(env_server:
 def test_a_session_sees_nothing_of_another(env_server: LiveServer) -> None:
     with env_server.client() as c:
         a, b = reset(c, "python"), reset(c, "python")
-        step(c, "python", a, {"code": "secret = 'a-only'\nopen('secret.txt', 'w').write(secret)\n"
-                                      "import subprocess\np = subprocess.Popen(['sleep', '300'])"})
-        seen = step(c, "python", b, {"code": "import os\n"
-                                             "procs = [open(f'/proc/{p}/cmdline').read() for p in os.listdir('/proc') "
-                                             "if p.isdigit()]\n"
-                                             "('secret' in globals(), os.listdir('.'), "
-                                             "any('sleep' in x for x in procs))"})
+        step(c, "python", a, {"code": "secret = 'a-only'\nopen('secret.txt', 'w').write(secret)"})
+        # a's step holds a process while b looks for it
+        with ThreadPoolExecutor(1) as pool:
+            busy = pool.submit(step, c, "python", a, {"code": "import subprocess, time\n"
+                                                            "p = subprocess.Popen(['sleep', '300'])\ntime.sleep(3)"})
+            time.sleep(1.0)
+            seen = step(c, "python", b, {"code": "import os\n"
+                                                 "procs = [open(f'/proc/{p}/cmdline').read() for p in "
+                                                 "os.listdir('/proc') if p.isdigit()]\n"
+                                                 "('secret' in globals(), os.listdir('.'), "
+                                                 "any('sleep' in x for x in procs))"})
+            assert busy.result()["observation"]["status"] == "ok"
         assert seen["observation"]["value"] == "(False, [], False)", seen
         probe = step(c, "python", b, {"code": "import glob\nglob.glob('/work/*') + glob.glob('/tmp/*')"})
         assert probe["observation"]["value"] == "[]"
