@@ -142,3 +142,17 @@ def test_a_session_sees_nothing_of_another(env_server: LiveServer) -> None:
         assert probe["observation"]["value"] == "[]"
         for sid in (a, b):
             c.post("/envs/python/close", json={"session_id": sid})
+
+
+def test_reset_writes_the_tasks_files_and_seeds_the_interpreter(env_server: LiveServer) -> None:
+    with env_server.client() as c:
+        draws = []
+        for _ in range(2):
+            sid = reset(c, "python", seed=7, files={"data/input.csv": "a,b\n1,2\n"}, setup_code="import random")
+            out = step(c, "python", sid, {"code": "open('data/input.csv').read(), random.random()"})["observation"]
+            assert out["value"].startswith("('a,b\\n1,2\\n', ")
+            draws.append(out["value"])
+            c.post("/envs/python/close", json={"session_id": sid})
+        assert draws[0] == draws[1]  # the same seed, the same draw
+        r = c.post("/envs/python/reset", json={"files": {"../../etc/passwd": "x"}})
+        assert r.status_code == 422 and r.json()["error"]["field"] == "files"
