@@ -259,9 +259,14 @@ class WarmPool:
         """Sandboxes to start: the pool counts the idle ones and those serving a run that will come back after it."""
         return self.config.warm_pool - self.warm.qsize() - self._busy_reusable
 
-    async def take(self, fresh: bool = False) -> Sandbox:
+    def refill(self) -> None:
+        """Start the sandboxes the pool misses (``take(refill=False)`` leaves it to the caller)."""
+        self._refill_wanted.set()
+
+    async def take(self, fresh: bool = False, refill: bool = True) -> Sandbox:
         """A warm sandbox, else one that is settling after its last run (a wait of a few milliseconds, against a
-        cold start's tens), else a new one."""
+        cold start's tens), else a new one. ``refill=False``: the pool is refilled only when the caller says
+        (``refill``), so a start that competes for the CPU does not slow the caller's own first steps."""
         box = None
         settle_until = time.monotonic() + SETTLE_WAIT_S
         while box is None and not fresh:
@@ -284,7 +289,8 @@ class WarmPool:
         box.reusable = False
         if box.runs_left > 0:
             self._busy_reusable += 1
-        self._refill_wanted.set()
+        if refill:
+            self._refill_wanted.set()
         return box
 
     async def give_back(self, box: Sandbox) -> None:

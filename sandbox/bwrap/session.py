@@ -108,8 +108,9 @@ class BwrapSession(SandboxSession):
     @classmethod
     async def open(cls, pool: WarmPool, job: SessionJob) -> BwrapSession:
         try:
-            box = await pool.take()
+            box = await pool.take(refill=False)
         except SandboxStartError as exc:
+            pool.refill()
             raise SessionEnded("sandbox_error", f"cannot start a sandbox: {exc}", infra=True) from exc
         session = cls(pool, box, job.limits)
         try:
@@ -117,6 +118,8 @@ class BwrapSession(SandboxSession):
         except BaseException:
             await asyncio.shield(session.close())
             raise
+        finally:
+            pool.refill()  # once the session's interpreter is up: its start had the CPU to itself
         return session
 
     async def _start(self, job: SessionJob) -> None:

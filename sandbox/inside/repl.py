@@ -169,8 +169,26 @@ def _end_strays() -> None:
     try:
         os.kill(-1, signal.SIGKILL)  # every process we may signal but ourselves and the session's init
     except OSError:
-        pass
-    _reap()
+        return  # none was there (ESRCH): the common case costs one system call
+    deadline = time.monotonic() + 1.0
+    while True:  # a SIGKILL lands when its process next runs: the answer waits until each has
+        _reap(0.0)
+        if not _alive_strays() or time.monotonic() > deadline:
+            return
+        time.sleep(0.002)
+
+
+def _alive_strays() -> bool:
+    """Whether a process of the session other than its init and this interpreter is still running (not a zombie)."""
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) not in (1, PID):
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    if f.read().rsplit(b")", 1)[1].split()[0] != b"Z":
+                        return True
+            except OSError:
+                continue
+    return False
 
 
 def _reap(within_s: float = 1.0) -> None:
