@@ -24,7 +24,7 @@ from reward_service.logs import request_id_var
 from reward_service.metrics import Metrics
 from reward_service.middleware import BodySizeLimit, TokenGate
 from reward_service.resources.runtime import Runtime
-from reward_service.routes import audit, health, openrlhf, prm, sandbox, sandboxfusion, verify
+from reward_service.routes import audit, envs, health, openrlhf, prm, sandbox, sandboxfusion, verify
 from reward_service.schemas.item_limits import reject_lone_surrogates
 from reward_service.settings import Settings
 from sandbox.api import run_client, run_source
@@ -42,6 +42,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     openrlhf.router,
     sandbox.router,
     sandboxfusion.router,
+    envs.router,
 )
 
 
@@ -149,6 +150,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             # (BFCL items with their tool specs) otherwise triggers, walking all of it: a quarter of such a
             # request's CPU.
             gc.freeze()
+            if runtime.environments is not None:
+                runtime.environments.observer = metrics
             log.info("reward-service %s ready on %s:%s", __version__, settings.server.host, settings.server.port)
             try:
                 yield

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fastapi import Request
+from fastapi.requests import HTTPConnection
 
 from reward_service.errors import ApiError
 from reward_service.schemas.verify import VerifyItemIn, VerifyRequest
@@ -90,9 +91,12 @@ def may_hold_surrogate(raw: bytes) -> bool:
     return bool(_SURROGATE_ESCAPE_BYTES.search(raw)) or (b"\xed" in raw and bool(_RAW_SURROGATE.search(raw)))
 
 
-async def reject_lone_surrogates(request: Request) -> None:
+async def reject_lone_surrogates(connection: HTTPConnection) -> None:
     """Every JSON body, on every route: a lone UTF-16 surrogate is a 422 naming where it is. FastAPI has parsed the
-    body already (``request.json()`` is cached), so this costs one walk over it."""
+    body already (``request.json()`` is cached), so this costs one walk over it. A WebSocket has no body here."""
+    if not isinstance(connection, Request):
+        return
+    request = connection
     if request.method not in ("POST", "PUT", "PATCH") or "json" not in request.headers.get("content-type", ""):
         return
     if not may_hold_surrogate(await request.body()):

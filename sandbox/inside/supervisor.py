@@ -31,6 +31,12 @@ name, contents), D the run's report (JSON); then from the supervisor, after the 
 having sent its report, so frames never interleave; a manager that died otherwise leaves the supervisor silent, and
 the sandbox ends.
 
+A session job (``session`` set; sandbox/bwrap/session.py) is one case whose program is a session's persistent
+interpreter (sandbox/inside/repl.py): that child keeps the job pipe as its stdin and the result pipe as fd 3 and
+answers the host itself until it exits; the manager watches it as any case and sends its header and report after.
+Such a sandbox serves that one job; its supervisor's fourth argument names the modules the interpreter imports,
+loaded before any job.
+
 As pid 1 of the run's pid namespace the manager cannot be killed from inside (``kill -9 -1`` spares it), it reaps
 every orphan the program leaves, and its exit takes every process of the run with it.
 """
@@ -785,10 +791,14 @@ def _start_program(job: "Job", stdin_fd: int, outputs: tuple[int, int], args_fd:
     try:
         raw = os.pread(args_fd, job["args_bytes"], 0) if job["args_count"] else b""
         args = raw.decode("utf-8", "surrogateescape").split("\0") if job["args_count"] else []
-        os.dup2(stdin_fd, 0)
+        session = bool(job.get("session"))
+        if not session:
+            os.dup2(stdin_fd, 0)
         os.dup2(outputs[0], 1)
         os.dup2(outputs[1], 2)
-        os.closerange(3, 1 << 16)
+        if session:  # a session's program talks to the host itself: the job pipe in, the result pipe out (fd 3)
+            os.dup2(RESULT_FD, 3)
+        os.closerange(4 if session else 3, 1 << 16)
         os.chdir(WORK)
         _confine_child(job, job["limits"])
         if job.get("inline_python"):
@@ -1302,6 +1312,11 @@ def main() -> "Program | None":
     import _socket  # noqa: F401
     import math  # noqa: F401
     import select  # noqa: F401
+
+    # a session's sandbox (sandbox/bwrap/session.py) names the modules its interpreter imports: loaded here, before
+    # any job exists, so a session starts without importing them
+    for name in sys.argv[4].split(",") if len(sys.argv) > 4 and sys.argv[4] else ():
+        __import__(name)
 
     # Every process from here on is a fork: the collector would write to every object it scans, copying the pages
     # that hold them (inline Python programs keep the collector; what is here is never garbage)
