@@ -7,7 +7,8 @@ kills its sessions.
 Its python environment keeps one namespace per session and runs the test's own code in it (never a policy's); its
 final answer is scored by exact match against the reset's ``reward.reference``. Knobs (environment variables):
 ``ENV_DOUBLE_CAPACITY`` (sessions at once, then 429), ``ENV_DOUBLE_NAME`` (the instance's name in session ids).
-A step whose code is ``"HANG"`` never answers (a hung process); ``"INFRA"`` answers 503 ``infra_error``.
+A step whose code is ``"HANG"`` never answers (a hung process); ``"INFRA"``, or any code step of a session reset with
+the task field ``infra``, answers 503 ``infra_error``.
 """
 from __future__ import annotations
 
@@ -101,7 +102,7 @@ async def step(env: str, request: Request) -> JSONResponse:
     code = str(action.get("code", action.get("query", "")))
     if code == "HANG":
         await asyncio.sleep(3600)
-    if code == "INFRA":
+    if code == "INFRA" or session["task"].get("infra"):
         return _error(503, "infra_error", "the sandbox died")
     out = io.StringIO()
     try:
