@@ -126,7 +126,8 @@ HIDDEN_KEYS = frozenset({"session_id", "metadata", "verdict", "done", "reward"})
 
 def observation_text(observation: Mapping[str, Any]) -> str:
     """What a model reads of an observation: its ``text`` when the environment renders one, else each non-empty
-    field on its own (``name:`` then the value; strings as they are, the rest as JSON), bookkeeping left out."""
+    field on its own (``name:`` then the value; strings as they are, the rest as JSON), bookkeeping left out;
+    ``(no output)`` when nothing is left, so the model is told the call ran."""
     text = observation.get("text")
     if isinstance(text, str):
         return text
@@ -136,7 +137,7 @@ def observation_text(observation: Mapping[str, Any]) -> str:
             continue
         shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
         parts.append(f"{key}:\n{shown}" if "\n" in shown else f"{key}: {shown}")
-    return "\n".join(parts)
+    return "\n".join(parts) or "(no output)"
 
 
 class _Stalled(Exception):

@@ -118,8 +118,8 @@ class Environment:
         """What reset adds to the prompt: the observation's text (a database schema, a task), if any."""
         if not self.show_reset:
             return ""
-        shown = {k: v for k, v in observation.items() if k not in ("session_id",)}
-        return "\n\n" + observation_text(shown) if observation_text(shown) else ""
+        text = observation_text(observation)
+        return "" if text == "(no output)" else "\n\n" + text
 
     def _act(self, action: Mapping[str, Any]) -> str:
         """One step of the session; the text the model reads. Raises ``EpisodeFailed`` on infrastructure failure."""

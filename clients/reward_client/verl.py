@@ -187,13 +187,31 @@ def environment_entry(extra_info: Mapping[str, Any] | None) -> Mapping[str, Any]
 
 
 def _final_text(solution_str: str, extra_info: Mapping[str, Any] | None) -> str:
-    """The answer to submit: the last assistant turn where the loop stored the conversation, else the response."""
+    """The answer to submit: the conversation's final assistant turn where the loop stored it, else the response."""
     messages = _jsonable(extra_info.get("messages")) if isinstance(extra_info, Mapping) else None
-    if isinstance(messages, list) and is_conversation(messages):
-        for message in reversed(messages):
-            if message.get("role") == "assistant" and isinstance(message.get("content"), str):
-                return str(message["content"])
-    return solution_str
+    text = solution_str
+    if isinstance(messages, list) and is_conversation(messages) and messages:
+        last = messages[-1]
+        # a loop stopped by its turn limit never appends its last turn: then the whole response is the answer
+        if last.get("role") == "assistant" and isinstance(last.get("content"), str):
+            text = str(last["content"])
+    return strip_end_markers(text)
+
+
+# end-of-turn tokens that verl's tool parser leaves in the decoded turn (Qwen/ChatML, Llama 3, Gemma, Phi, Mistral)
+END_MARKERS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<end_of_turn>", "<|end|>", "</s>")
+
+
+def strip_end_markers(text: str) -> str:
+    """The turn's text without the end-of-turn tokens at its end (the model's answer, as a verifier should see it)."""
+    text = text.rstrip()
+    while True:
+        for marker in END_MARKERS:
+            if text.endswith(marker):
+                text = text[: -len(marker)].rstrip()
+                break
+        else:
+            return text
 
 
 def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str], ground_truths: Sequence[Any],

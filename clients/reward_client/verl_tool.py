@@ -10,8 +10,8 @@ The agent loop calls ``create``, ``execute`` and ``release`` around every single
 end of a trajectory, so the session is keyed on the trajectory (``agent_data.request_id``): the first call of a
 trajectory opens it (``reset`` with the row's ``tools_kwargs.<tool>.create_kwargs``: ``reward`` ``{verifier,
 reference, options}``, ``seed``, task fields), later calls of the same trajectory step it, and calls issued in one
-turn run one after the other. Where it lives goes into ``agent_data.extra_fields["reward_service_env"]``, which verl
-hands the reward function as ``extra_info``; ``reward_client.verl``'s ``compute_score``/``compute_score_async`` then
+turn run one after the other. Where it lives goes into ``agent_data.extra_fields["reward_service_env"]`` (and the
+conversation into ``extra_fields["messages"]``), which verl hands the reward function as ``extra_info``; ``reward_client.verl``'s ``compute_score``/``compute_score_async`` then
 submit the response as the final answer, which scores and ends the episode, and close the session. A session whose
 reward call never comes (a run stopped) is reaped by the server's TTL.
 
@@ -123,6 +123,8 @@ class EnvironmentTool(_Base):
         async with lock:  # one trajectory's calls, even those of one turn, reach its session in order
             client = env_client(self.url, self.token)
             sessions = agent_data.extra_fields.setdefault(FIELD, {})
+            # the loop appends every later turn to this very list, so the reward sees the final answer's turn
+            agent_data.extra_fields.setdefault("messages", agent_data.messages)
             try:
                 entry = sessions.get(self.env)
                 if entry is None:
