@@ -3,7 +3,7 @@ session id the server hands out at reset).
 
     with EnvClient("http://127.0.0.1:8000") as envs:
         session = envs.reset("python", reward={"verifier": "math", "reference": "42"})
-        envs.step(session, {"code": "x = 6 * 7; print(x)"}).observation
+        envs.step(session, {"code": "x = 6 * 7; print(x)"}).observation   # {"status": "ok", "stdout": "42\\n", ...}
         envs.step(session, {"final_answer": "42"}).reward          # ends the episode with its reward
         envs.close(session)
 
@@ -121,20 +121,27 @@ def _message(response: httpx.Response) -> str:
     return str(body)[:300]
 
 
-HIDDEN_KEYS = frozenset({"session_id", "metadata", "verdict", "done", "reward"})
+HIDDEN_KEYS = frozenset({"session_id", "metadata", "verdict", "done", "reward", "episode_id"})
 
 
 def observation_text(observation: Mapping[str, Any]) -> str:
-    """What a model reads of an observation: its ``text`` when the environment renders one, else each non-empty
-    field on its own (``name:`` then the value; strings as they are, the rest as JSON), bookkeeping left out;
-    ``(no output)`` when nothing is left, so the model is told the call ran."""
+    """What a model reads of an observation: its ``text`` when the environment renders one, else each field that
+    says something (``name:`` then the value; strings as they are, the rest as JSON; an exception as its traceback),
+    leaving out bookkeeping (the session id, timings in ``*_ms``, a status of ``ok``, false flags); ``(no output)``
+    when nothing is left, so the model is told the call ran."""
     text = observation.get("text")
     if isinstance(text, str):
         return text
     parts = []
     for key, value in observation.items():
-        if key in HIDDEN_KEYS or value is None or value == "" or value == [] or value == {}:
+        if key in HIDDEN_KEYS or key.endswith("_ms") or value is None or value is False or value in ("", [], {}):
             continue
+        if key == "status" and value == "ok":
+            continue
+        if isinstance(value, Mapping) and isinstance(value.get("traceback"), str) and value["traceback"]:
+            value = value["traceback"]
+        elif isinstance(value, Mapping) and "type" in value and "message" in value:
+            value = f"{value['type']}: {value['message']}"
         shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
         parts.append(f"{key}:\n{shown}" if "\n" in shown else f"{key}: {shown}")
     return "\n".join(parts) or "(no output)"
@@ -164,6 +171,7 @@ class AsyncEnvClient:
                                          transport=transport, max_concurrency=max_concurrency)
         self.config = self.service.config
         self.stall_s = float(stall_s if stall_s is not None else os.environ.get(STALL_ENV) or DEFAULT_STALL_S)
+        self._schemas: dict[str, dict[str, Any]] = {}
 
     @property
     def urls(self) -> list[str]:
@@ -211,9 +219,18 @@ class AsyncEnvClient:
         return Session(env, session_id, url, step.observation, step.done, step.reward)
 
     async def schema(self, env: str) -> dict[str, Any]:
-        """The environment's action and observation schemas and its tools."""
-        body = await self.service.request_json("GET", f"{PREFIX}/{env}/schema")
-        return dict(body) if isinstance(body, Mapping) else {"schema": body}
+        """The environment's schemas (``action``, ``observation``, ``reset``: its task fields) and ``tools``
+        (``{name, description, inputSchema}``); fetched once per client."""
+        if env not in self._schemas:
+            body = await self.service.request_json("GET", f"{PREFIX}/{env}/schema")
+            self._schemas[env] = dict(body) if isinstance(body, Mapping) else {"schema": body}
+        return self._schemas[env]
+
+    async def task_fields(self, env: str) -> set[str]:
+        """The task fields the environment's reset takes (it refuses others, naming them)."""
+        reset = (await self.schema(env)).get("reset")
+        properties = reset.get("properties") if isinstance(reset, Mapping) else None
+        return set(properties) if isinstance(properties, Mapping) else set()
 
     # --- pinned calls: the instance that holds the session ---
     async def step(self, session: Session, action: Mapping[str, Any], timeout_s: float | None = None) -> Step:
@@ -233,16 +250,20 @@ class AsyncEnvClient:
         return dict(body) if isinstance(body, Mapping) else {"state": body}
 
     async def close(self, session: Session, score: bool = False) -> Step | None:
-        """End the session; with ``score``, the terminal step carries the episode's reward and verdict. A session
-        already closed answers None without a request."""
+        """End the session. The answer carries the episode's reward and verdict when it was scored (with ``score``,
+        or earlier by a final answer), else None; a session already closed answers None without a request."""
         if session.closed:
             return None
         path = f"{PREFIX}/{session.env}/close"
         answer = await self._pinned(session, "POST", path, {"session_id": session.session_id, "score": score}, None)
         session.closed = True
-        step = Step.from_json(answer, path) if isinstance(answer, Mapping) and "observation" in answer else None
-        if step is not None and score:
-            session.done, session.reward = True, step.reward
+        if not isinstance(answer, Mapping) or ("verdict" not in answer and "reward" not in answer):
+            return None
+        verdict = answer.get("verdict")
+        reward = answer.get("reward")
+        step = Step({"verdict": verdict} if isinstance(verdict, Mapping) else {},
+                    float(reward) if reward is not None else None, True)
+        session.done, session.reward = True, step.reward
         return step
 
     async def discard(self, session: Session) -> None:
@@ -374,6 +395,10 @@ class EnvClient:
 
     def schema(self, env: str) -> dict[str, Any]:
         result: dict[str, Any] = self._run(lambda c: c.schema(env))
+        return result
+
+    def task_fields(self, env: str) -> set[str]:
+        result: set[str] = self._run(lambda c: c.task_fields(env))
         return result
 
     def shutdown(self) -> None:

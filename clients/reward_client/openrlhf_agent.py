@@ -26,9 +26,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from reward_client.environments import AsyncEnvClient, Session, observation_text
-from reward_client.errors import EpisodeFailed, InfraError, ServiceUnavailable
+from reward_client.errors import EpisodeFailed, InfraError, RequestRejected, ServiceUnavailable
 from reward_client.openrlhf import Reward
-from reward_client.verl_tool import ACTIONS, env_client
+from reward_client.verl_tool import env_client
 
 _InstanceBase: Any = object
 _Executor: Any = object
@@ -104,10 +104,7 @@ class EnvironmentAgent(_InstanceBase):
                 "<|im_start|>assistant\n")
 
     def action_of(self, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        field = ACTIONS.get(self.env_name)
-        if field and len(arguments) == 1:
-            value = next(iter(arguments.values()))
-            return {field: value if isinstance(value, str) else json.dumps(value)}
+        """The action a tool call stands for: its arguments (the environments' tools map one to one)."""
         return dict(arguments)
 
     async def reset(self, states: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
@@ -129,14 +126,25 @@ class EnvironmentAgent(_InstanceBase):
             if calls and answer is None:
                 texts = []
                 for name, arguments in calls:
-                    step = await self.client().step(self.session, self.action_of(name, arguments))
+                    try:
+                        step = await self.client().step(self.session, self.action_of(name, arguments))
+                    except RequestRejected as exc:  # the policy's malformed call: told, not fatal
+                        texts.append(f"error: {exc.message}")
+                        continue
+                    if step.done:  # the environment ended the episode itself (its interpreter died): scored
+                        await self.client().discard(self.session)
+                        return self._result(step.reward, "", True, scored=float(step.reward is not None))
                     texts.append(observation_text(step.observation))
                 return self._result(0.0, self.feedback("\n".join(texts)), False, scored=1.0)
             final = answer.get("answer", "") if answer is not None else action_text
-            step = await self.client().step(self.session, {"final_answer": final if isinstance(final, str)
-                                                           else json.dumps(final)})
-            reward = step.reward
-            if not step.done:
+            try:
+                step = await self.client().step(self.session, {"final_answer": final if isinstance(final, str)
+                                                               else json.dumps(final)})
+                reward = step.reward if step.done else None
+                done = step.done
+            except RequestRejected:
+                done = False
+            if not done:
                 closed = await self.client().close(self.session, score=True)
                 reward = closed.reward if closed is not None else None
             await self.client().discard(self.session)

@@ -11,9 +11,10 @@ docstring), and calls ``get_reward()`` once the rollout is over. Here ``reset`` 
 session and opens one on the service, with the row's reward spec: the ``reward`` column (``{verifier, reference,
 options}``) or else ``verifier``/``verifier_options`` columns (the class's ``verifier``/``options`` by default) and the
 reference in ``reference_column`` (``answer``); the columns in ``task_columns`` go along as the environment's task
-fields, and ``seed`` when the row has one. The model answers with the ``final_answer`` tool, which ends the episode
-with its reward; a rollout that never called it is scored when ``get_reward`` closes the session (the server's
-verdict for "no answer").
+fields, the prompt's user turn as the task's ``prompt`` (the transcript the verifier reads opens with it), and
+``seed`` when the row has one. The model answers with the ``final_answer`` tool, which ends the episode with its
+reward (the verifier scores the session's transcript, whose last assistant turn is the answer); a rollout that never
+called it is scored when ``get_reward`` closes the session with ``score``.
 
 Infrastructure failures are masked, never scored 0: a tool call that meets ``SessionLost`` or ``InfraError`` raises
 it (TRL shows the model ``{"error": ...}`` and counts a tool failure), later calls raise it again without a request,
@@ -73,6 +74,21 @@ def reward_spec(row: Mapping[str, Any], verifier: str | None, reference_column: 
     return spec
 
 
+def prompt_text(prompt: Any) -> str:
+    """A row's prompt as one user message's text: a string, or the last user turn of a conversational prompt."""
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, Sequence):
+        for message in reversed(list(prompt)):
+            if isinstance(message, Mapping) and message.get("role") == "user":
+                content = message.get("content")
+                if isinstance(content, str):
+                    return content
+                if isinstance(content, list):
+                    return "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
+    return ""
+
+
 class Environment:
     """Base of the environment classes: session handling, reward and masking. A subclass names ``env`` and defines
     the tools (public methods with a Google-style docstring) that call ``self._act(action)``; anything else it adds
@@ -107,6 +123,10 @@ class Environment:
             self._client.discard(self._session)
             self._session = None
         task = {k: row[k] for k in self.task_columns if row.get(k) is not None}
+        if "prompt" not in task and "prompt" in self._client.task_fields(self.env):
+            prompt = prompt_text(row.get("prompt"))
+            if prompt:
+                task["prompt"] = prompt  # the user's turn of the transcript the reward's verifier reads
         seed = row.get("seed")
         spec = reward_spec(row, self.verifier, self.reference_column, self.options)
         self._session = self._client.reset(self.env, seed=seed if isinstance(seed, int) else None, reward=spec,
@@ -164,35 +184,37 @@ class Environment:
 
 
 class PythonEnvironment(Environment):
-    """A persistent Python interpreter: variables, imports and files stay between calls of one rollout."""
+    """A persistent Python interpreter: variables, imports and files stay between calls of one rollout. Task
+    columns: ``files`` (``{path: text}``), ``setup_code``."""
 
     env = "python"
+    task_columns = ("files", "setup_code")
 
-    def python(self, code: str) -> str:
-        """Run Python code in a persistent interpreter; variables, imports and files persist between calls.
+    def run_code(self, code: str) -> str:
+        """Run a Python cell in a persistent interpreter; variables, imports and files persist between calls.
 
         Args:
-            code: The Python source to run. Print what you want to see.
+            code: The cell: statements, and optionally a trailing expression whose value is shown.
 
         Returns:
-            What the code printed (stdout and stderr) and the value of its last expression, or its error.
+            What the cell printed (stdout, stderr), the value of its trailing expression, or its traceback.
         """
         return self._act({"code": str(code)})
 
 
 class SqlEnvironment(Environment):
-    """A read-only SQL database; the row's ``db`` column (or ``database``/``db_id``) names it."""
+    """A read-only SQL database; the row's ``database`` column names it (one of the server's sql databases)."""
 
     env = "sql"
-    task_columns = ("db", "database", "db_id", "db_path")
+    task_columns = ("database",)
 
-    def sql(self, query: str) -> str:
-        """Run one read-only SQL query against the task's database.
+    def query(self, query: str) -> str:
+        """Run one read-only SQL query (SELECT, WITH or VALUES) against the task's database.
 
         Args:
-            query: The SQL query to run.
+            query: The SQL statement to run.
 
         Returns:
-            The rows the query returned, or its error.
+            The columns and rows the query returned, or its error.
         """
         return self._act({"query": str(query)})
