@@ -14,18 +14,19 @@ import pytest
 trl = pytest.importorskip("trl")
 datasets = pytest.importorskip("datasets")
 
-from reward_client.errors import InfraError  # noqa: E402
+import httpx  # noqa: E402
+from reward_client.errors import SessionLost  # noqa: E402
 from reward_client.trl_env import PythonEnvironment  # noqa: E402
 
-from tests.support.env_double import calls, env_double  # noqa: E402
 from tests.support.scripted_policy import build_scripted_policy  # noqa: E402
+from tests.support.server import run_env_server  # noqa: E402
 
 
 def call(name: str, **arguments: str) -> str:
     return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}) + "\n</tool_call>"
 
 
-SCRIPT = [call("python", code="x = 6 * 7") + "\n", call("python", code="print(x)") + "\n",
+SCRIPT = [call("run_code", code="x = 6 * 7") + "\n", call("run_code", code="print(x)") + "\n",
           call("final_answer", answer="42")]
 
 
@@ -35,9 +36,9 @@ def policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def two() -> Iterator[list[str]]:
-    with env_double("a") as (a, _), env_double("b") as (b, _):
-        yield [a, b]
+def two(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
+    with run_env_server(tmp_path_factory.mktemp("a")) as a, run_env_server(tmp_path_factory.mktemp("b")) as b:
+        yield [a.url, b.url]
 
 
 def train(policy: Path, out: Path, rows: list[dict], factory) -> trl.GRPOTrainer:
@@ -52,15 +53,6 @@ def train(policy: Path, out: Path, rows: list[dict], factory) -> trl.GRPOTrainer
     return trainer
 
 
-def sessions(urls: list[str]) -> dict[str, list[dict]]:
-    """Each session's calls, from the instances' own logs."""
-    out: dict[str, list[dict]] = {}
-    for url in urls:
-        for c in calls(url):
-            out.setdefault(c["session_id"], []).append({**c, "url": url})
-    return out
-
-
 class ExactPython(PythonEnvironment):
     verifier = "exact_match"
 
@@ -72,38 +64,40 @@ def test_grpo_step_drives_python_sessions_and_takes_their_reward(policy: Path, t
     trainer = train(policy, tmp_path, rows, partial(ExactPython, url=two))
     [log] = [h for h in trainer.state.log_history if "reward" in h]
     assert log["rewards/ExactPython/mean"] == pytest.approx(0.5)  # two rollouts of "42" right, two wrong
+    # every call reached the instance holding its session (another would have answered session_lost)
     assert log["tools/call_frequency"] > 0 and log["tools/failure_frequency"] == 0
-    episodes = [s for s in sessions(two).values() if s[0]["call"] == "reset"]
-    assert len(episodes) == 4 and {e[0]["url"] for e in episodes} == set(two)  # spread over both instances
-    for episode in episodes:
-        assert len({c["url"] for c in episode}) == 1  # every call of a session went to the instance holding it
-        actions = [c["action"] for c in episode if c["call"] == "step"]
-        assert actions == [{"code": "x = 6 * 7"}, {"code": "print(x)"}, {"final_answer": "42"}]
-        assert episode[0]["body"]["reward"]["reference"] in ("42", "41")
-        assert episode[-1]["call"] == "close" and not episode[-1]["score"]  # answered: closed unscored after
+    envs = trainer._environment_pool[None]
+    assert len(envs) == 4 and {env.session.url for env in envs} == set(two)  # spread over both instances
+    assert sorted(env.session.reward for env in envs) == [0.0, 0.0, 1.0, 1.0]
+    assert all(env.session.done and env.session.closed and env.failure is None for env in envs)
     completion = trainer._logs["completion"][-1]
     tool_turns = [m["content"] for m in completion if m.get("role") == "tool"]
-    assert "stdout:\n42\n" in tool_turns  # the second call saw the first call's variable: one interpreter
+    assert tool_turns[:3] == ["(no output)", "stdout:\n42\n", "Answer recorded."]  # one interpreter throughout
 
 
-class FlakyPython(PythonEnvironment):
-    """Rows with ``infra`` set meet an infrastructure failure on their first step (the double's knob)."""
+class LosingPython(ExactPython):
+    """For rows marked ``lose``, the session is closed behind the client's back right after reset, as a reaper or
+    a restarted instance would: its first step meets the server's ``session_lost``."""
 
-    verifier = "exact_match"
-    task_columns = ("infra",)
+    def reset(self, **row):
+        shown = super().reset(**row)
+        if row.get("lose"):
+            session = self.session
+            httpx.post(f"{session.url}/envs/python/close", json={"session_id": session.session_id}).raise_for_status()
+        return shown
 
 
-def test_an_infra_failure_masks_the_rollout_instead_of_scoring_it_zero(policy: Path, two: list[str],
-                                                                      tmp_path: Path) -> None:
-    rows = [{"prompt": [{"role": "user", "content": "What is 6 times 7?"}], "answer": "42", "infra": True},
-            {"prompt": [{"role": "user", "content": "What is 6 times 7?"}], "answer": "42", "infra": False}]
-    trainer = train(policy, tmp_path, rows, partial(FlakyPython, url=two))
+def test_a_lost_session_masks_the_rollout_instead_of_scoring_it_zero(policy: Path, two: list[str],
+                                                                    tmp_path: Path) -> None:
+    rows = [{"prompt": [{"role": "user", "content": "What is 6 times 7?"}], "answer": "42", "lose": True},
+            {"prompt": [{"role": "user", "content": "What is 6 times 7?"}], "answer": "42", "lose": False}]
+    trainer = train(policy, tmp_path, rows, partial(LosingPython, url=two))
     [log] = [h for h in trainer.state.log_history if "reward" in h]
-    pool = trainer._environment_pool[None]
-    failed = [env for env in pool if env.failure is not None]
-    assert len(failed) == 2 and all(isinstance(env.failure, InfraError) for env in failed)
-    assert [env.get_reward() for env in failed] == [None, None]  # masked, not 0
+    envs = trainer._environment_pool[None]
+    lost = [env for env in envs if env.failure is not None]
+    assert len(lost) == 2 and all(isinstance(env.failure, SessionLost) for env in lost)
+    assert [env.get_reward() for env in lost] == [None, None]  # masked, not 0
     assert log["tools/failure_frequency"] > 0
-    # TRL averages over the rollouts that were scored: the two good ones earned 1.0 each
-    assert log["rewards/FlakyPython/mean"] == pytest.approx(1.0)
+    # TRL averages the environment's reward over the rollouts it scored: the two kept ones earned 1.0 each
+    assert log["rewards/LosingPython/mean"] == pytest.approx(1.0)
     assert not math.isnan(log["reward"]) and log["reward"] == pytest.approx(1.0)
