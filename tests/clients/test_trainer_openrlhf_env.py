@@ -16,9 +16,9 @@ agent = pytest.importorskip("openrlhf.utils.agent")
 
 import reward_client.openrlhf_agent as shipped  # noqa: E402
 
-from tests.clients.test_trainer_openrlhf import PROMPT, ScriptedEngine  # noqa: E402
 from tests.support.reward_models import build_tokenizer  # noqa: E402
 from tests.support.server import LiveServer  # noqa: E402
+from tests.support.trainer_openrlhf import PROMPT, ScriptedEngine  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -31,9 +31,9 @@ from verl.tools.tool_registry import load_all_tools  # noqa: E402
 from verl.utils.dataset.rl_dataset import RLHFDataset  # noqa: E402
 from verl.workers.rollout.replica import TokenOutput  # noqa: E402
 
-from tests.clients.test_trainer_verl import rollouts, run, verl_config  # noqa: E402
 from tests.support.scripted_policy import build_scripted_policy  # noqa: E402
 from tests.support.server import LiveServer, run_env_server  # noqa: E402
+from tests.support.trainer_verl import rollouts, run, verl_config  # noqa: E402
 
 
 def call(name: str, **arguments: str) -> str:
