@@ -89,9 +89,10 @@ class WarmPool:
     drops to its own), else empty; ``stats`` and ``phase_ms`` are the backend's, counted here too."""
 
     def __init__(self, config: BwrapConfig, argv_head: list[str], cgroups: MemoryCgroups | None, uids: list[int],
-                 stats: dict[str, int], phase_ms: dict[str, float]) -> None:
+                 stats: dict[str, int], phase_ms: dict[str, float], argv_tail: tuple[str, ...] = ()) -> None:
         self.config = config
         self.argv_head = argv_head
+        self.argv_tail = argv_tail  # the supervisor's arguments after the result fd, uid and gid
         self._cgroups = cgroups
         self._privileged = bool(uids)
         self._free_uids = uids
@@ -173,7 +174,7 @@ class WarmPool:
         group: MemoryGroup | None = None
         try:
             ids = ["-", "-"] if uid is None else [str(uid), str(uid)]
-            argv = [*self.argv_head, str(w), *ids]
+            argv = [*self.argv_head, str(w), *ids, *self.argv_tail]
             if self._cgroups is not None:
                 group = self._cgroups.create()
                 # join the group before bwrap exists, so every process of the sandbox is born inside it
@@ -258,9 +259,14 @@ class WarmPool:
         """Sandboxes to start: the pool counts the idle ones and those serving a run that will come back after it."""
         return self.config.warm_pool - self.warm.qsize() - self._busy_reusable
 
-    async def take(self, fresh: bool = False) -> Sandbox:
+    def refill(self) -> None:
+        """Start the sandboxes the pool misses (``take(refill=False)`` leaves it to the caller)."""
+        self._refill_wanted.set()
+
+    async def take(self, fresh: bool = False, refill: bool = True) -> Sandbox:
         """A warm sandbox, else one that is settling after its last run (a wait of a few milliseconds, against a
-        cold start's tens), else a new one."""
+        cold start's tens), else a new one. ``refill=False``: the pool is refilled only when the caller says
+        (``refill``), so a start that competes for the CPU does not slow the caller's own first steps."""
         box = None
         settle_until = time.monotonic() + SETTLE_WAIT_S
         while box is None and not fresh:
@@ -283,7 +289,8 @@ class WarmPool:
         box.reusable = False
         if box.runs_left > 0:
             self._busy_reusable += 1
-        self._refill_wanted.set()
+        if refill:
+            self._refill_wanted.set()
         return box
 
     async def give_back(self, box: Sandbox) -> None:
