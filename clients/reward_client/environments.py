@@ -25,6 +25,7 @@ import json
 import os
 import threading
 import time
+import weakref
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, Union
@@ -36,7 +37,7 @@ from reward_client.coalesce import LoopThread
 from reward_client.errors import EpisodeFailed, InfraError, RequestRejected, ServiceUnavailable, SessionLost
 from reward_client.instances import DEFAULT_STALL_S, PROBE_PATH, STALL_ENV
 from reward_client.protocol import join_urls
-from reward_client.retry import RetryPolicy, parse_retry_after
+from reward_client.retry import RetryPolicy, parse_retry_after, trainer_policy
 
 T = TypeVar("T")
 Timeout = Union[float, httpx.Timeout]
@@ -350,6 +351,20 @@ class AsyncEnvClient:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, str | None], AsyncEnvClient]] = (
+    weakref.WeakKeyDictionary())
+
+
+def loop_client(url: str | Sequence[str] | None, token: str | None = None) -> AsyncEnvClient:
+    """The async client of the running event loop for these settings, with the trainer adapters' retry policy: one
+    per loop (an httpx async client belongs to the loop it is used on; a loop's clients go with it)."""
+    per_loop = _clients.setdefault(asyncio.get_running_loop(), {})
+    key = (join_urls(url), token)
+    if key not in per_loop:
+        per_loop[key] = AsyncEnvClient(key[0] or None, token=token, retry=trainer_policy())
+    return per_loop[key]
 
 
 class EnvClient:

@@ -25,10 +25,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from reward_client.environments import AsyncEnvClient, Session, observation_text
+from reward_client.environments import AsyncEnvClient, Session, loop_client, observation_text
 from reward_client.errors import EpisodeFailed, InfraError, RequestRejected, ServiceUnavailable
 from reward_client.openrlhf import Reward
-from reward_client.verl_tool import env_client
 
 _InstanceBase: Any = object
 _Executor: Any = object
@@ -96,7 +95,7 @@ class EnvironmentAgent(_InstanceBase):
         self.failure: EpisodeFailed | None = None
 
     def client(self) -> AsyncEnvClient:
-        return env_client(os.environ.get("REWARD_CLIENT_URL"), os.environ.get("REWARD_CLIENT_TOKEN"))
+        return loop_client(os.environ.get("REWARD_CLIENT_URL"), os.environ.get("REWARD_CLIENT_TOKEN"))
 
     def feedback(self, text: str) -> str:
         """The tool result as the next turn of the conversation, in the Qwen chat template; override for another."""

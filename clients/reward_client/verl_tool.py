@@ -24,13 +24,11 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-from reward_client.environments import AsyncEnvClient, EnvClient, Session, observation_text
+from reward_client.environments import AsyncEnvClient, EnvClient, Session, loop_client, observation_text
 from reward_client.errors import EpisodeFailed, InfraError, RequestRejected, ServiceUnavailable
-from reward_client.protocol import join_urls
 from reward_client.retry import trainer_policy
 
 _Base: Any = object
@@ -42,20 +40,6 @@ except ImportError:  # pragma: no cover - verl absent: the class still imports
     pass
 
 FIELD = "reward_service_env"
-
-_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, str | None], AsyncEnvClient]] = (
-    weakref.WeakKeyDictionary())
-
-
-def env_client(url: str | Sequence[str] | None, token: str | None = None) -> AsyncEnvClient:
-    """One async client per event loop and settings (an httpx async client belongs to one loop; a loop's clients
-    go with it)."""
-    per_loop = _clients.setdefault(asyncio.get_running_loop(), {})
-    key = (join_urls(url), token)
-    if key not in per_loop:
-        per_loop[key] = AsyncEnvClient(key[0] or None, token=token, retry=trainer_policy())
-    return per_loop[key]
-
 
 def record(session: Session) -> dict[str, Any]:
     """What the reward function needs of a session (plain data: it travels through verl's batch)."""
@@ -120,7 +104,7 @@ class EnvironmentTool(_Base):
         create_kwargs = self._kwargs.get(instance_id, {})
         lock = _lock_of(agent_data)
         async with lock:  # one trajectory's calls, even those of one turn, reach its session in order
-            client = env_client(self.url, self.token)
+            client = loop_client(self.url, self.token)
             sessions = agent_data.extra_fields.setdefault(FIELD, {})
             # the loop appends every later turn to this very list, so the reward sees the final answer's turn
             agent_data.extra_fields.setdefault("messages", agent_data.messages)
@@ -216,7 +200,7 @@ async def finish(entry: Mapping[str, Any], answer: str, token: str | None = None
     if entry.get("failure"):
         return None, str(entry["failure"]), str(entry.get("failure_message") or "")
     session = session_of(entry)
-    client = env_client(session.url, token)
+    client = loop_client(session.url, token)
     try:
         step = None
         if not session.done:
