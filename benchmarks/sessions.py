@@ -7,7 +7,8 @@
 - the most idle ``python`` sessions held open at once (up to ``--sessions``, or until MemAvailable would fall under
   ``--floor-gib``), each checked alive afterwards, and the memory each costs (the fall of MemAvailable over them:
   what the whole machine gave, kernel included);
-- steps/s with ``--episodes`` concurrent episodes (each a session stepping ``--steps`` times).
+- steps/s with ``--episodes`` concurrent episodes (each a session stepping ``--steps`` times), beside as many
+  clients sending the same cells as stateless runs.
 
     python -m benchmarks.sessions [--calls 200] [--creates 40] [--sessions 500] [--episodes 64] [--steps 10]
 """
@@ -83,6 +84,19 @@ async def episodes(url: str, count: int, steps: int) -> float:
     return count * steps / elapsed
 
 
+async def stateless(url: str, count: int, calls: int) -> float:
+    """The baseline of the concurrent episodes: as many clients, each sending the same cells as stateless runs."""
+    async with httpx.AsyncClient(base_url=url, timeout=300, limits=httpx.Limits(max_connections=count)) as c:
+        async def one() -> None:
+            for i in range(calls):
+                r = await c.post("/v1/sandbox/run", json={"code": f"y = {i}\nprint(y)"})
+                assert r.status_code == 200 and r.json()["stdout"] == f"{i}\n", r.text
+
+        started = time.perf_counter()
+        await asyncio.gather(*(one() for _ in range(count)))
+        return count * calls / (time.perf_counter() - started)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=200)
@@ -120,18 +134,21 @@ def main() -> None:
               f"p50 ratio step/run {statistics.median(step) / statistics.median(run):.3f} (target <= 0.333)")
         c.post("/envs/python/close", json={"session_id": sid})
 
-        creates = []
+        creates, opened = [], []
         for _ in range(args.creates):
             time.sleep(0.5)  # the warm pool refills between creations
             started = time.perf_counter()
-            sid = reset(c)
+            opened.append(reset(c))
             creates.append(time.perf_counter() - started)
+        for sid in opened:  # closed after: a close's kill and refill are not a creation's cost
             c.post("/envs/python/close", json={"session_id": sid})
         print(f"session create (warm pool) p50 {pct(creates, .5):7.2f} ms  p99 {pct(creates, .99):7.2f} ms  "
               f"(target p50 <= 50 ms)")
 
         rate = asyncio.run(episodes(url, args.episodes, args.steps))
-        print(f"{args.episodes} concurrent episodes: {rate:.1f} steps/s")
+        runs = asyncio.run(stateless(url, args.episodes, args.steps))
+        print(f"{args.episodes} concurrent episodes: {rate:.1f} steps/s; the same calls as stateless runs: "
+              f"{runs:.1f} runs/s; ratio {rate / runs:.2f}")
 
         held, each, sids = hold_idle(url, args.sessions, int(args.floor_gib * 2**30))
         alive = sum(c.post("/envs/python/step", json={"session_id": s, "action": {"code": "x = 1"}}).status_code

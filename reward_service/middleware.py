@@ -23,8 +23,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from reward_service.logs import request_id_var
 
-# OpenRLHF and SandboxFusion clients cannot send headers: their paths also take the token as ``?token=``.
-_QUERY_TOKEN_PATHS = ("/openrlhf/", "/run_code")
+# OpenRLHF and SandboxFusion clients cannot send headers: their paths also take the token as ``?token=``; so do the
+# environments' (a WebSocket client may not send one either).
+_QUERY_TOKEN_PATHS = ("/openrlhf/", "/run_code", "/envs")
+_PROTECTED = ("/v1/", "/openrlhf/", "/run_code", "/envs")
 
 
 def token_matches(given: str, token: str) -> bool:
@@ -32,18 +34,23 @@ def token_matches(given: str, token: str) -> bool:
 
 
 class TokenGate:
-    """401 for a protected path (``/v1/…``, ``/openrlhf/…``, ``/run_code``) without the token, answered before the
-    body is read. OpenRLHF and SandboxFusion clients cannot send headers, so their paths also take ``?token=``."""
+    """401 for a protected path (``/v1/…``, ``/openrlhf/…``, ``/run_code``, ``/envs…``) without the token, answered
+    before the body is read; a WebSocket of ``/envs`` is refused at its handshake (403). OpenRLHF and SandboxFusion
+    clients cannot send headers, so their paths also take ``?token=``, as do the environments'."""
 
     def __init__(self, app: ASGIApp, token: str | None) -> None:
         self.app = app
         self.token = token
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = scope.get("path", "") if scope["type"] == "http" else ""
-        protected = path.startswith(("/v1/", "/openrlhf/", "/run_code"))
+        path = scope.get("path", "") if scope["type"] in ("http", "websocket") else ""
+        protected = path.startswith(_PROTECTED)
         if self.token is None or not protected or self._authorised(scope, path):
             await self.app(scope, receive, send)
+            return
+        if scope["type"] == "websocket":
+            await receive()  # the handshake's connect; closing before accepting answers it with a 403
+            await send({"type": "websocket.close", "code": 1008})
             return
         detail = ("missing or invalid token (Authorization: Bearer, or ?token= in the URL)"
                   if path.startswith(_QUERY_TOKEN_PATHS) else "missing or invalid bearer token")

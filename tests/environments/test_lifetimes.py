@@ -118,3 +118,31 @@ def test_a_hung_step_and_a_fork_bomb_end_by_name_and_give_their_slot_back(short_
                 assert out["done"] is True and out["observation"]["verdict"]["status"] == "no_answer"
                 assert c.get("/envs").json()["sessions"]["live"] == live - 1
             c.post("/envs/python/close", json={"session_id": sid})
+
+
+def test_with_a_token_every_environment_route_needs_it(tmp_path: Path) -> None:
+    import asyncio
+
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import InvalidStatus
+
+    with run_server(tmp_path, env={"REWARD_SERVICE_AUTH_TOKEN": "s3cret"}) as server:
+        with httpx.Client(base_url=server.url, timeout=60) as c:
+            assert c.post("/envs/python/reset", json={}).status_code == 401
+            assert c.get("/envs").status_code == 401
+            r = c.post("/envs/python/reset?token=s3cret", json={})
+            assert r.status_code == 200
+            sid = r.json()["observation"]["session_id"]
+            assert c.post("/envs/python/close", json={"session_id": sid},
+                          headers={"Authorization": "Bearer s3cret"}).status_code == 200
+        ws_url = server.url.replace("http://", "ws://") + "/envs/python/ws"
+
+        async def refused() -> None:
+            with pytest.raises(InvalidStatus):
+                async with connect(ws_url):
+                    pass
+            async with connect(ws_url + "?token=s3cret") as ws:
+                await ws.send('{"type": "state"}')
+                assert '"state"' in await ws.recv()
+
+        asyncio.run(refused())
