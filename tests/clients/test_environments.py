@@ -106,9 +106,12 @@ def test_infra_error_and_a_refused_step_are_told_apart(scripted: str) -> None:
         assert err.value.code == "infra_error" and session.failure is err.value and session.reward is None
 
 
-def test_capacity_waits_for_a_free_slot_as_retry_after_asks(tmp_path) -> None:
-    with run_env_server(tmp_path, {"REWARD_SERVICE_ENV_MAX_SESSIONS_PER_CLIENT": "1"}) as live, \
-            EnvClient(live.url, retry=PATIENT) as envs:
+def test_capacity_waits_for_a_free_slot_as_retry_after_asks_behind_a_token(tmp_path) -> None:
+    env = {"REWARD_SERVICE_ENV_MAX_SESSIONS_PER_CLIENT": "1", "REWARD_SERVICE_AUTH_TOKEN": "tok"}
+    with run_env_server(tmp_path, env) as live, EnvClient(live.url, retry=PATIENT, token="tok") as envs:
+        with EnvClient(live.url, retry=PATIENT) as anonymous, pytest.raises(RequestRejected) as refused:
+            anonymous.reset("python")
+        assert refused.value.status_code == 401
         first = envs.reset("python")
         threading.Timer(1.5, lambda: envs.close(first)).start()
         started = time.monotonic()
