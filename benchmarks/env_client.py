@@ -80,7 +80,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=4)
     args = parser.parse_args()
-    print(f"# {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.node()}, "
+    print(f"# {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, {platform.node()}, "
           f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
     with service() as url, EnvClient(url) as envs:
         blocking(envs, 10)  # warm the connections and the pool of sessions

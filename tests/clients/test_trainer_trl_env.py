@@ -101,3 +101,26 @@ def test_a_lost_session_masks_the_rollout_instead_of_scoring_it_zero(policy: Pat
     # TRL averages the environment's reward over the rollouts it scored: the two kept ones earned 1.0 each
     assert log["rewards/LosingPython/mean"] == pytest.approx(1.0)
     assert not math.isnan(log["reward"]) and log["reward"] == pytest.approx(1.0)
+
+
+def test_sql_environment_as_trl_calls_it(two: list[str]) -> None:
+    """What TRL does with an instance, by hand: reset with a row (the tables appended to the prompt), the query tool,
+    the final answer, get_reward; then reset again with the next row, which closes the first session."""
+    from reward_client.trl_env import SqlEnvironment
+
+    class ExactSql(SqlEnvironment):
+        verifier = "exact_match"
+
+    env = ExactSql(url=two)
+    row = {"prompt": [{"role": "user", "content": "How many singers are there?"}], "answer": "7",
+           "database": "concert_singer"}
+    shown = env.reset(**row)
+    assert shown is not None and "singer_in_concert" in shown
+    assert env.query("SELECT count(*) FROM singer") == 'columns: ["count(*)"]\nrows: [[7]]'
+    assert "no such table" in env.query("SELECT * FROM nowhere")  # the policy's error, told to it
+    assert env.final_answer("7") == "Answer recorded."
+    assert env.get_reward() == 1.0
+    first = env.session
+    env.reset(**{**row, "answer": "6"})
+    assert first.closed and env.session is not first
+    assert env.get_reward() == 0.0  # no answer given: scored when closed
