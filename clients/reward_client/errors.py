@@ -43,3 +43,29 @@ class ServiceUnreachable(ServiceUnavailable):
     """Nothing ever answered at the URL: a wrong URL or a service that is not running, told within seconds rather
     than after the retry budget (``RetryPolicy.first_contact_s``). A ``ServiceUnavailable``, so handlers of an outage
     catch it too."""
+
+
+class EpisodeFailed(RewardServiceError):
+    """An environment session failed for a reason of infrastructure, not of the policy: the episode cannot be
+    scored and a trainer should mask it (a reward of None), never give it 0. ``code`` is the server's typed code."""
+
+    code = "infra_error"
+
+    def __init__(self, message: str, session_id: str = "", url: str = "") -> None:
+        super().__init__(f"{self.code}: {message}" + (f" (session {session_id} at {url})" if session_id else ""))
+        self.message = message
+        self.session_id = session_id
+        self.url = url
+
+
+class SessionLost(EpisodeFailed):
+    """The session is gone: its instance died or restarted, it was reaped, or the call's outcome is unknown (no
+    answer in time), so its state cannot be trusted. Never retried on another instance: the state lived there."""
+
+    code = "session_lost"
+
+
+class InfraError(EpisodeFailed):
+    """The server could not carry out a session's call (its sandbox died, a backend failed): ``infra_error``."""
+
+    code = "infra_error"

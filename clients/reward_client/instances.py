@@ -259,7 +259,11 @@ class Pool:
         self._leave(inst, reason)
 
     async def request(self, method: str, path: str, json: Any = None) -> Any:
-        """The decoded answer of one call, from whichever instance answers first; see the module docstring.
+        """The decoded answer of one call, from whichever instance answers first; see the module docstring."""
+        return (await self.placed(method, path, json))[0]
+
+    async def placed(self, method: str, path: str, json: Any = None) -> tuple[Any, Instance]:
+        """``request``'s answer and the instance that gave it (where a session it opened lives).
 
         An instance is chosen when the request can start there (a free slot), not before, so a chunk waiting for a
         slot goes to whichever instance frees one first.
@@ -314,7 +318,7 @@ class Pool:
                         need_send, wait = True, 0.0
                         continue
                     if isinstance(outcome, httpx.Response) and outcome.status_code < 300:
-                        return verdict
+                        return verdict, inst
                     wait = verdict
                     if not need_send and not _healthy(racing):
                         need_send = True

@@ -26,13 +26,14 @@ infrastructure trouble shows up in verl's ``reward_extra_info`` instead of hidin
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from reward_client.client import shared_coalescer
-from reward_client.coalesce import Coalescer
+from reward_client.coalesce import Coalescer, LoopThread
 from reward_client.items import VerifyItem, set_options
 from reward_client.messages import is_conversation, openai_messages
 from reward_client.protocol import ClientConfig, join_urls
@@ -42,6 +43,7 @@ from reward_client.retry import trainer_policy
 ROUTES_ENV = "REWARD_CLIENT_VERL_ROUTES"
 DEFAULT_ENV = "REWARD_CLIENT_VERL_DEFAULT"
 NULL_SCORE_ENV = "REWARD_CLIENT_NULL_SCORE"
+_ENV_LOOP = LoopThread("reward-client-verl-envs")  # where verl's thread-pool calls reach environment sessions
 
 # Substrings of a lower-cased data_source → verifier, first match wins (verl's own names included:
 # openai/gsm8k, lighteval/MATH, DigitalLearningGmbH/MATH-lighteval, HuggingFaceH4/MATH-500, numina_*, codecontests,
@@ -148,17 +150,69 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
                   **kwargs: Any) -> dict[str, Any]:
     """verl's per-sample reward function; concurrent calls from verl's thread pool share batched requests.
 
-    ``kwargs`` may carry ``reward_service_url`` and ``retry_budget_s`` (verl's ``reward_kwargs``).
+    ``kwargs`` may carry ``reward_service_url`` and ``retry_budget_s`` (verl's ``reward_kwargs``). A trajectory
+    with an environment session is scored as in ``compute_score_async``.
     """
+    if environment_entry(extra_info) is not None:
+        coro = compute_score_async(data_source, solution_str, ground_truth, extra_info, **kwargs)
+        result: dict[str, Any] = asyncio.run_coroutine_threadsafe(coro, _ENV_LOOP.loop()).result()
+        return result
     item = _item(data_source, solution_str, ground_truth, extra_info)
     return to_verl(coalescer(**kwargs).verify([item])[0])
 
 
 async def compute_score_async(data_source: str, solution_str: str, ground_truth: Any,
                               extra_info: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
-    """The same for verl's asynchronous reward loop: the samples it gathers become a few batched requests."""
+    """The same for verl's asynchronous reward loop: the samples it gathers become a few batched requests.
+
+    A trajectory that used an environment (``reward_client.verl_tool``) is scored by its session instead: the
+    response is its final answer, and a session lost during the rollout is a null verdict."""
+    entry = environment_entry(extra_info)
+    if entry is not None:
+        from reward_client.verl_tool import finish
+
+        reward, status, reason = await finish(entry, _final_text(solution_str, extra_info))
+        return to_verl(VerifyResult(reward, status, reason, verifier=f"env:{entry.get('env')}"))
     item = _item(data_source, solution_str, ground_truth, extra_info)
     return to_verl((await coalescer(**kwargs).averify([item]))[0])
+
+
+def environment_entry(extra_info: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """The environment session a trajectory's tool calls opened (``extra_info["reward_service_env"]``)."""
+    sessions = extra_info.get("reward_service_env") if isinstance(extra_info, Mapping) else None
+    if isinstance(sessions, Mapping):
+        for entry in sessions.values():
+            if isinstance(entry, Mapping) and (entry.get("session_id") or entry.get("failure")):
+                return entry
+    return None
+
+
+def _final_text(solution_str: str, extra_info: Mapping[str, Any] | None) -> str:
+    """The answer to submit: the conversation's final assistant turn where the loop stored it, else the response."""
+    messages = _jsonable(extra_info.get("messages")) if isinstance(extra_info, Mapping) else None
+    text = solution_str
+    if isinstance(messages, list) and is_conversation(messages) and messages:
+        last = messages[-1]
+        # a loop stopped by its turn limit never appends its last turn: then the whole response is the answer
+        if last.get("role") == "assistant" and isinstance(last.get("content"), str):
+            text = str(last["content"])
+    return strip_end_markers(text)
+
+
+# end-of-turn tokens that verl's tool parser leaves in the decoded turn (Qwen/ChatML, Llama 3, Gemma, Phi, Mistral)
+END_MARKERS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<end_of_turn>", "<|end|>", "</s>")
+
+
+def strip_end_markers(text: str) -> str:
+    """The turn's text without the end-of-turn tokens at its end (the model's answer, as a verifier should see it)."""
+    text = text.rstrip()
+    while True:
+        for marker in END_MARKERS:
+            if text.endswith(marker):
+                text = text[: -len(marker)].rstrip()
+                break
+        else:
+            return text
 
 
 def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str], ground_truths: Sequence[Any],

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.client import load_like_verl, scripted_server
-from tests.support.server import LiveServer, run_server
+from tests.support.server import LiveServer, run_env_server, run_server
 
 
 @pytest.fixture(scope="module")
@@ -32,3 +32,10 @@ def verl_module(server: LiveServer, monkeypatch: pytest.MonkeyPatch):
 def scripted() -> Iterator[str]:
     with scripted_server() as url:
         yield url
+
+
+@pytest.fixture(scope="module")
+def env_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """A real server with its environments, the sql verifier's databases built on disk."""
+    with run_env_server(tmp_path_factory.mktemp("envs")) as live:
+        yield live

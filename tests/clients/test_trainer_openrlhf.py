@@ -23,9 +23,10 @@ import reward_client.openrlhf as shipped  # noqa: E402
 from tests.support.live_restart import Restarter  # noqa: E402
 from tests.support.reward_models import build_tokenizer  # noqa: E402
 from tests.support.server import LiveServer, requests_to  # noqa: E402
+from tests.support.trainer_openrlhf import PROMPT, FixedEngine, ScriptedEngine  # noqa: E402
 
 ENV = {"REWARD_SERVICE_OPENRLHF_VERIFIER": "exact_match", "REWARD_SERVICE_AUTH_TOKEN": "tok"}
-PROMPT = "<|im_start|>user\nCapital of France?<|im_end|>\n<|im_start|>assistant\n"
+
 
 
 @pytest.fixture(scope="module")
@@ -33,16 +34,7 @@ def tokenizer(tmp_path_factory: pytest.TempPathFactory):
     return build_tokenizer(tmp_path_factory.mktemp("openrlhf") / "tokenizer", chat=True)
 
 
-class FixedEngine:
-    """Stands in for vLLM: 'generates' the given text."""
 
-    def __init__(self, tokenizer, text: str) -> None:
-        self.ids = tokenizer(text=text, add_special_tokens=False)["input_ids"]
-        self.text = text
-
-    async def generate(self, prompt_token_ids, sampling_params, multi_modal_data=None):
-        out = SimpleNamespace(token_ids=self.ids, text=self.text, finish_reason="stop", logprobs=None)
-        return SimpleNamespace(outputs=[out])
 
 
 async def execute_all(executor, tokenizer, responses: list[str], label: str) -> list[dict]:
@@ -95,14 +87,7 @@ def test_file_reward_func_rides_out_a_restart_where_the_http_client_gives_none(o
     assert requests_to(outage_server.url, "/openrlhf/reward") < 24  # per-sample calls shared requests
 
 
-class ScriptedEngine:
-    """Stands in for vLLM over several turns: 'generates' the next scripted action each call."""
 
-    def __init__(self, tokenizer, actions: list[str]) -> None:
-        self.engines = [FixedEngine(tokenizer, a) for a in actions]
-
-    async def generate(self, prompt_token_ids, sampling_params, multi_modal_data=None):
-        return await self.engines.pop(0).generate(prompt_token_ids, sampling_params, multi_modal_data)
 
 
 class CalculatorAgent(shipped.TrajectoryReward, agent.AgentInstanceBase):

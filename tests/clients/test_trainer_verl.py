@@ -19,14 +19,11 @@ hydra = pytest.importorskip("hydra")
 
 import numpy as np  # noqa: E402
 import reward_client.verl as shipped  # noqa: E402
-import torch  # noqa: E402
-from hydra import compose, initialize_config_dir  # noqa: E402
-from verl import DataProto  # noqa: E402
 from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager  # noqa: E402
-from verl.utils.ray_utils import get_event_loop  # noqa: E402
 
 from tests.support.reward_models import build_tokenizer  # noqa: E402
 from tests.support.server import LiveServer, requests_to, run_server  # noqa: E402
+from tests.support.trainer_verl import rollouts, run, verl_config  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -40,12 +37,6 @@ def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def routes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("REWARD_CLIENT_URL", raising=False)  # the URL must come through verl's reward_kwargs
     monkeypatch.setenv("REWARD_CLIENT_VERL_ROUTES", json.dumps({"capitals": "exact_match"}))
-
-
-def verl_config(overrides: list[str]):
-    """What ``python -m verl.trainer.main_ppo OVERRIDES...`` composes (its Hydra entry: config_name ppo_trainer)."""
-    with initialize_config_dir(config_dir=str(Path(verl.__file__).parent / "trainer" / "config"), version_base=None):
-        return compose(config_name="ppo_trainer", overrides=overrides)
 
 
 def worker(tokenizer_dir: Path, server: LiveServer, name: str) -> reward_loop.RewardLoopWorker:
@@ -66,26 +57,6 @@ def test_the_legacy_top_level_key_is_not_what_verl_09_reads(tokenizer_dir: Path)
                           "custom_reward_function.name=compute_score"])
     assert config.reward.custom_reward_function.path is None
     assert reward_loop.RewardLoopWorker(config).reward_manager.compute_score.__name__ == "default_compute_score"
-
-
-def rollouts(tokenizer_dir: Path, responses: list[str], truths: list[str], infos: list[dict]) -> DataProto:
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
-    n = len(responses)
-    prompts = tok(["Capital?"] * n, return_tensors="pt", padding="max_length", max_length=6)["input_ids"]
-    resp = tok(responses, return_tensors="pt", padding="max_length", max_length=12, padding_side="right")
-    return DataProto.from_dict(
-        tensors={"prompts": prompts, "responses": resp["input_ids"],
-                 "attention_mask": torch.cat([torch.ones_like(prompts), resp["attention_mask"]], dim=1)},
-        non_tensors={"data_source": np.array(["capitals"] * n, dtype=object),
-                     "reward_model": np.array([{"ground_truth": t} for t in truths], dtype=object),
-                     "extra_info": np.array(infos, dtype=object)},
-    )
-
-
-def run(w: reward_loop.RewardLoopWorker, data: DataProto) -> list[dict]:
-    return get_event_loop().run_until_complete(w.compute_score_batch(data))  # the loop verl's managers hold
 
 
 def test_async_reward_loop_256_samples_in_at_most_16_requests(tokenizer_dir: Path, server: LiveServer) -> None:

@@ -1,5 +1,7 @@
 """A small scripted server for client tests: it answers /v1/verify with the failures a test queued first (429/503
-with Retry-After, 4xx, 413 for batches over a size), then with real exact-match verdicts, and records every call.
+with Retry-After, 4xx, 413 for batches over a size), then with real exact-match verdicts, and records every call;
+its environment steps answer the same queue (a typed ``code`` with each failure), for the failures a real session
+cannot be made to show on demand (``infra_error``, a 429 on a step).
 
 Run it for real (uvicorn on loopback) so the client's retries go through sockets, not a mock transport.
 """
@@ -58,3 +60,21 @@ async def verify(request: Request) -> JSONResponse:
                         "status": "ok", "reason": "compared", "details": {}, "elapsed_ms": 0.0})
     return JSONResponse({"results": results})
 
+
+
+@app.post("/envs/{env}/reset")
+async def env_reset(env: str) -> JSONResponse:
+    """A session of nothing: its steps answer with the queued failures (``/script``), then an empty observation."""
+    return JSONResponse({"observation": {"session_id": f"s-{len(STATE['calls'])}"}, "reward": None, "done": False})
+
+
+@app.post("/envs/{env}/step")
+async def env_step(env: str, request: Request) -> JSONResponse:
+    body = await request.json()
+    STATE["calls"].append({"t": time.monotonic(), "n": 1, "auth": None, "ids": [body.get("session_id")]})
+    if STATE["script"]:
+        answer = STATE["script"].pop(0)
+        headers = {"Retry-After": answer["retry_after"]} if answer.get("retry_after") else None
+        content = {"code": answer.get("code", ""), "detail": answer.get("detail", "scripted failure")}
+        return JSONResponse(content, status_code=answer["status"], headers=headers)
+    return JSONResponse({"observation": {"status": "ok"}, "reward": None, "done": False})

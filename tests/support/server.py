@@ -110,6 +110,16 @@ def run_server(tmp_path: Path, env: dict[str, str] | None = None, ready_timeout:
             proc.wait()
 
 
+@contextlib.contextmanager
+def run_env_server(tmp_path: Path, env: dict[str, str] | None = None) -> Iterator[LiveServer]:
+    """A server whose environments are ready to use: the sql verifier's databases built under ``tmp_path``."""
+    from tests.support.sql import build_databases
+
+    databases = build_databases(tmp_path / "databases")
+    with run_server(tmp_path, {"REWARD_SERVICE_SQL_DATABASES_DIR": str(databases), **(env or {})}) as live:
+        yield live
+
+
 def requests_to(url: str, route: str = "/v1/verify") -> int:
     """How many requests to ``route`` the server at ``url`` has answered so far, any status."""
     text = httpx.get(f"{url}/metrics", timeout=30).text
