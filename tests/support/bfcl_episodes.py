@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.support.tool_calls import _wrong
 from verifiers.kinds.bfcl.executor import parse_ground_truth, public_methods
 from verifiers.kinds.bfcl.source import CATEGORIES, STEP_LIMIT, Task, api_class, load_task, task_ids
 
@@ -53,22 +54,6 @@ def model_call(task: Task, text: str) -> Call:
     return inv.name, kwargs
 
 
-def _changed(value: Any) -> Any:
-    if isinstance(value, bool):
-        return not value
-    if isinstance(value, int):
-        return value + 3
-    if isinstance(value, float):
-        return value + 1.5
-    if isinstance(value, str):
-        return value + "_x"
-    if isinstance(value, list):
-        return value[:-1] if value else ["x"]
-    if isinstance(value, dict):
-        return {**value, "extra": 1}
-    return "x"
-
-
 def mutations(task: Task, rng: random.Random) -> Iterator[tuple[str, list[list[Step]]]]:
     gt = [[model_call(task, c) for c in turn] for turn in task.ground_truth]
     sequential: list[list[Step]] = [[[c] for c in turn] + ["prose"] for turn in gt]
@@ -89,7 +74,7 @@ def mutations(task: Task, rng: random.Random) -> Iterator[tuple[str, list[list[S
     name, args = gt[t][k]
     if args:
         p = rng.choice(sorted(args))
-        yield "changed_argument", with_turn([*gt[t][:k], (name, {**args, p: _changed(args[p])}), *gt[t][k + 1:]])
+        yield "changed_argument", with_turn([*gt[t][:k], (name, {**args, p: _wrong(args[p])}), *gt[t][k + 1:]])
         yield "dropped_argument", with_turn([*gt[t][:k], (name, {a: v for a, v in args.items() if a != p}),
                                              *gt[t][k + 1:]])
     multi = [i for i in busy if len(gt[i]) > 1]
