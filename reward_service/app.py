@@ -23,7 +23,7 @@ from reward_service.logs import request_id_var
 from reward_service.metrics import Metrics
 from reward_service.middleware import BodySizeLimit, TokenGate
 from reward_service.resources.runtime import Runtime
-from reward_service.routes import audit, health, openrlhf, prm, sandbox, sandboxfusion, verify
+from reward_service.routes import audit, envs, health, openrlhf, prm, sandbox, sandboxfusion, verify
 from reward_service.schemas.item_limits import reject_lone_surrogates
 from reward_service.settings import Settings
 from sandbox.api import run_client, run_source
@@ -41,6 +41,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     openrlhf.router,
     sandbox.router,
     sandboxfusion.router,
+    envs.router,
 )
 
 
@@ -143,6 +144,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         async with Runtime.open(settings, on_result=on_result) as runtime:
             services.runtime = runtime
+            if runtime.environments is not None:
+                runtime.environments.observer = metrics
             log.info("reward-service %s ready on %s:%s", __version__, settings.server.host, settings.server.port)
             try:
                 yield

@@ -9,6 +9,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from environments.errors import EnvError
 from reward_service.logs import request_id_var
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,12 @@ def install_error_handlers(app: FastAPI) -> None:
         if exc.loc is not None:
             body["loc"] = exc.loc
         return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
+
+    @app.exception_handler(EnvError)
+    async def _env_error(_: Request, exc: EnvError) -> JSONResponse:
+        headers = {"Retry-After": str(exc.details["retry_after_s"])} if "retry_after_s" in exc.details else None
+        return JSONResponse({"error": exc.body(), "detail": exc.message, "code": exc.code,
+                             "request_id": request_id_var.get()}, status_code=exc.http_status, headers=headers)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -42,11 +42,33 @@ class Metrics:
             "reward_admission_rejected_total", "Requests refused by admission control", ["reason"], registry=r
         )
 
+        self.env_sessions_open = Gauge("reward_env_sessions_open", "Environment sessions open", ["env"], registry=r)
+        self.env_sessions = Counter("reward_env_sessions_total", "Environment sessions created", ["env"], registry=r)
+        self.env_sessions_ended = Counter(
+            "reward_env_sessions_ended_total", "Environment sessions ended, by why (closed, reaped, lost, shutdown)",
+            ["env", "why"], registry=r)
+        self.env_steps = Counter("reward_env_steps_total", "Environment steps", ["env"], registry=r)
+        self.env_step_latency = Histogram("reward_env_step_latency_seconds", "Environment step latency", ["env"],
+                                          buckets=_LATENCY_BUCKETS, registry=r)
+
         self.judge_limits = JudgeLimitsCollector()
         r.register(self.judge_limits)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+    # the environments' session manager reports here (environments.sessions.Observer)
+    def opened(self, env: str) -> None:
+        self.env_sessions.labels(env).inc()
+        self.env_sessions_open.labels(env).inc()
+
+    def stepped(self, env: str, seconds: float) -> None:
+        self.env_steps.labels(env).inc()
+        self.env_step_latency.labels(env).observe(seconds)
+
+    def ended(self, env: str, why: str) -> None:
+        self.env_sessions_open.labels(env).dec()
+        self.env_sessions_ended.labels(env, why).inc()
 
 
 class JudgeLimitsCollector(Collector):

@@ -215,6 +215,29 @@ class SqlSettings(Block):
         "", description="Directory of the sql verifier's SQLite databases (NAME/NAME.sqlite or NAME.sqlite).")
 
 
+class EnvironmentsSettings(Block):
+    """Sessions of the environments mounted at /envs/{name} (docs/environments.md)."""
+
+    prefix = "env_"
+    idle_ttl_s: float = Field(900.0, gt=0, description="A session idle this long is reaped.")
+    lifetime_s: float = Field(3600.0, gt=0, description="A session older than this is reaped, busy or not.")
+    max_sessions: int = Field(1024, ge=1, description="Sessions open at once on this instance; beyond: 429.")
+    max_sessions_per_client: int = Field(256, ge=1, description="Sessions one client (its address) holds; beyond: 429.")
+    step_timeout_s: float = Field(30.0, gt=0, description="A step's time limit when it names none.")
+    max_step_timeout_s: float = Field(300.0, gt=0, description="The longest time limit a step may ask for.")
+    instance_id: str = Field("", pattern=r"^[A-Za-z0-9_.]{0,32}$",
+                             description="This instance's id in session ids (no '-'); empty: drawn at start.")
+    modules: list[str] = Field(default_factory=list, description="Extra modules exporting ENVIRONMENTS.")
+    python_memory_mb: int = Field(512, ge=16, description="Memory of one python session (its whole life).")
+    python_disk_mb: int = Field(64, ge=1, description="Work-dir tmpfs of one python session.")
+    python_processes: int = Field(32, ge=2, description="Processes one python session may hold at once.")
+    python_cpu_s: float = Field(600.0, gt=0, description="CPU seconds of one python session, all steps together.")
+    python_output_bytes: int = Field(65536, ge=1024, description="stdout and stderr kept of one step, each.")
+    python_network: Literal["none", "loopback"] = Field("none", description="none: no sockets but unix ones.")
+    session_warm_pool: int = Field(4, ge=0, description="Sandboxes started ahead for new python sessions.")
+    sql_max_rows: int = Field(200, ge=1, description="Rows one sql step returns at most.")
+
+
 # Block name -> its model: the fields of ``Settings``, in this order.
 BLOCKS: dict[str, type[Block]] = {
     "server": ServerSettings,
@@ -230,6 +253,7 @@ BLOCKS: dict[str, type[Block]] = {
     "composition": CompositionSettings,
     "shaping": ShapingSettings,
     "sql": SqlSettings,
+    "environments": EnvironmentsSettings,
 }
 
 # Flat name (file key; environment variable without the prefix, lower case) -> (block, field).
@@ -301,6 +325,7 @@ class Settings(BaseSettings):
     composition: CompositionSettings = Field(default_factory=CompositionSettings)
     shaping: ShapingSettings = Field(default_factory=ShapingSettings)
     sql: SqlSettings = Field(default_factory=SqlSettings)
+    environments: EnvironmentsSettings = Field(default_factory=EnvironmentsSettings)
 
     @classmethod
     def settings_customise_sources(

@@ -87,6 +87,64 @@ def one_run_per_case(request: RunRequest, stdins: list[str]) -> list[RunRequest]
     return [replace(request, stdin=stdin) for stdin in stdins]
 
 
+@dataclass
+class SessionSpec:
+    """What a session asks of its sandbox: the limits of the whole session (memory, disk, processes and CPU seconds
+    hold for its life; ``wall_s`` is its hard lifetime) and its network. Steps bring their own time limit."""
+
+    limits: Limits = field(default_factory=lambda: Limits(wall_s=3600.0, cpu_s=600.0, memory_mb=512,
+                                                          processes=32, disk_mb=64, output_bytes=64 * 1024))
+    network: str = "none"
+
+
+@dataclass
+class CellResult:
+    """One step of a session: ``status`` is "ok", "error" (the cell raised; ``exception`` says what) or "timeout"
+    (interrupted at its time limit; the interpreter recovered). ``stdout``/``stderr`` are each cut at the session's
+    ``output_bytes`` (``truncated``); ``value`` is a trailing expression's repr (cut)."""
+
+    status: str
+    stdout: str = ""
+    stderr: str = ""
+    value: str | None = None
+    exception: dict[str, str] | None = None
+    truncated: bool = False
+    wall_ms: float = 0.0
+
+
+class SessionEnded(Exception):
+    """The session's interpreter is gone. ``status`` names why: "step_hung" (a step did not stop at its interrupt),
+    "memory_exceeded", "cpu_exceeded", "exited" (the program ended its own interpreter), "protocol_error" (the
+    program wrote what the host cannot read), "lifetime_exceeded", or "sandbox_error" (the host's fault, never the
+    program's: ``infra`` is True then)."""
+
+    def __init__(self, status: str, reason: str, infra: bool = False) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+        self.infra = infra
+
+
+class SandboxSession(abc.ABC):
+    """A long-lived interpreter in a sandbox of its own, which serves no other session before or after."""
+
+    @abc.abstractmethod
+    async def exec(self, code: str, timeout_s: float) -> CellResult:
+        """Run one cell; raises ``SessionEnded`` when the interpreter is gone (then every later call raises it)."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """End the session and free its sandbox (idempotent)."""
+
+    @property
+    @abc.abstractmethod
+    def alive(self) -> bool: ...
+
+    def usage(self) -> dict[str, int]:
+        """What the session holds now, where the backend can say (``memory_bytes``)."""
+        return {}
+
+
 class Backend(abc.ABC):
     """What every backend offers the service and the verifiers. ``run`` and ``languages`` are each backend's own; the
     rest have defaults (one run per case, no warm-up, always ready, nothing more to say) that a backend overrides
@@ -131,6 +189,11 @@ class Backend(abc.ABC):
     def isolation(self) -> dict[str, object] | None:
         """What enforces each limit on this host (/readyz shows it), or None when the backend cannot say."""
         return None
+
+    async def open_session(self, spec: SessionSpec) -> SandboxSession:
+        """A persistent Python interpreter in a sandbox of its own; raises ``SessionEnded`` (infra) when the
+        backend cannot give one."""
+        raise SessionEnded("sandbox_error", f"the {self.name} backend has no sessions", infra=True)
 
     async def start(self) -> None:
         """Start what runs ahead of the first request (a warm pool); the service calls it once, at start-up."""

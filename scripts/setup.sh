@@ -22,7 +22,7 @@ fi
 
 # torch: pinned to the CPU build on disk; an unpinned torch would pull several GB of CUDA wheels.
 "$PY" -m pip install -q --disable-pip-version-check "torch==2.13.0"
-"$PY" -m pip install -q --disable-pip-version-check -e ".[models,docker,ray,serve,parquet,test,trainers,lint,bfcl]" -e ./clients
+"$PY" -m pip install -q --disable-pip-version-check -e ".[models,docker,ray,serve,parquet,test,trainers,lint,environments,bfcl]" -e ./clients
 # The trainers extra brings TRL; verl and OpenRLHF cannot install their full dependency sets on CPU (vllm, flash-attn,
 # deepspeed, and transformers pins that clash with ours), so they go in without dependencies: the extra holds what
 # their reward paths import, which is all tests/clients/test_trainer_{verl,openrlhf}.py drive.

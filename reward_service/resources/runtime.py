@@ -11,7 +11,9 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 from dataclasses import dataclass, field
 from typing import Any
 
+from environments.sessions import SessionManager
 from reward_service.resources.calibration import open_calibration
+from reward_service.resources.environments import open_environments
 from reward_service.resources.judges import open_judges
 from reward_service.resources.lean import open_lean
 from reward_service.resources.reward_models import open_reward_models
@@ -41,6 +43,7 @@ class Runtime:
     pool: WorkerPool
     engine: Engine
     resources: Resources = field(default_factory=Resources)
+    environments: SessionManager | None = None  # the sessions of /envs/{name} (reward_service/resources/environments)
 
     def not_ready(self) -> list[str]:
         """Names of things that are still starting (empty when ready)."""
@@ -87,4 +90,5 @@ class Runtime:
                 max_timeout_s=settings.execution.max_item_timeout_s,
                 on_result=on_result,
             )
-            yield cls(settings, registry, pool, engine, resources)
+            environments = await stack.enter_async_context(open_environments(settings, engine, resources))
+            yield cls(settings, registry, pool, engine, resources, environments)

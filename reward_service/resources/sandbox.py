@@ -22,7 +22,9 @@ def backend_config(settings: Settings) -> BackendConfig:
     if s.backend == "bwrap":
         return BwrapConfig(caps=caps, defaults=defaults, warm_pool=s.warm_pool, max_concurrent=s.max_concurrent,
                            reuse_runs=s.reuse_runs, languages=s.languages, uid_base=s.uid_base,
-                           compile_wall_s=s.compile_wall_s, memory_cgroup=s.memory_cgroup)
+                           compile_wall_s=s.compile_wall_s, memory_cgroup=s.memory_cgroup,
+                           session_warm_pool=settings.environments.session_warm_pool,
+                           max_sessions=settings.environments.max_sessions)
     if s.backend == "docker":
         return DockerConfig(caps=caps, defaults=defaults, max_concurrent=s.max_concurrent)
     if s.backend == "none":

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from fastapi import Request
+from fastapi.requests import HTTPConnection
 
 from reward_service.errors import ApiError
 from reward_service.settings import LimitsSettings
@@ -60,9 +61,12 @@ def json_path(at: list[Any]) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in at).lstrip(".") or "the body"
 
 
-async def reject_lone_surrogates(request: Request) -> None:
+async def reject_lone_surrogates(connection: HTTPConnection) -> None:
     """Every JSON body, on every route: a lone UTF-16 surrogate is a 422 naming where it is. FastAPI has parsed the
-    body already (``request.json()`` is cached), so this costs one walk over it."""
+    body already (``request.json()`` is cached), so this costs one walk over it. A WebSocket has no body here."""
+    if not isinstance(connection, Request):
+        return
+    request = connection
     if request.method not in ("POST", "PUT", "PATCH") or "json" not in request.headers.get("content-type", ""):
         return
     try:

@@ -22,14 +22,27 @@ import logging
 import marshal
 import os
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 from sandbox import seccomp
-from sandbox.api import NETWORKS, Backend, Limits, RunRequest, RunResult, RunStatus, run_client, run_source
+from sandbox.api import (
+    NETWORKS,
+    Backend,
+    Limits,
+    RunRequest,
+    RunResult,
+    RunStatus,
+    SandboxSession,
+    SessionEnded,
+    SessionSpec,
+    run_client,
+    run_source,
+)
 from sandbox.bwrap.config import BwrapConfig
 from sandbox.bwrap.job import LimitRefused, compiled_code, execute
 from sandbox.bwrap.layout import WORK_IN_SANDBOX, Layout
 from sandbox.bwrap.pool import Sandbox, WarmPool
+from sandbox.bwrap.session import REPL_IN_SANDBOX, BwrapSession, SessionJob, session_payload
 from sandbox.cgroups import MemoryCgroups
 from sandbox.fairslots import FairSlots
 from sandbox.languages import ResolvedLanguage, canonical_name, resolve_all
@@ -55,7 +68,10 @@ class BwrapBackend(Backend):
         self._privileged = os.geteuid() == 0
         slots = c.warm_pool + c.max_concurrent + 8
         uids = list(range(c.uid_base, c.uid_base + slots)) if self._privileged else []
-        self._layout = Layout(c.bwrap, self._langs, uids, self._privileged)
+        # sessions' sandboxes have uids of their own, past the runs' (each session's processes count alone)
+        session_uids = (list(range(c.uid_base + slots, c.uid_base + slots + c.max_sessions + c.session_warm_pool))
+                        if self._privileged else [])
+        self._layout = Layout(c.bwrap, self._langs, uids + session_uids, self._privileged)
         self._cgroups: MemoryCgroups | None = None
         self._cgroup_reason = "disabled in the configuration (memory_cgroup=off)"
         if c.memory_cgroup != "off":
@@ -68,6 +84,9 @@ class BwrapBackend(Backend):
         self.stats = {"runs": 0, "warm_hits": 0, "cold_starts": 0, "sandbox_errors": 0, "reuses": 0}
         self.phase_ms: dict[str, float] = {}  # summed per phase of PHASES, plus "runs", "spawns" and "spawn
         self._pool = WarmPool(c, self._layout.argv_head, self._cgroups, uids, self.stats, self.phase_ms)
+        self.session_stats = {"warm_hits": 0, "cold_starts": 0, "reuses": 0}
+        self._session_pool = WarmPool(replace(c, warm_pool=c.session_warm_pool, reuse_runs=1),
+                                      self._layout.argv_head, self._cgroups, session_uids, self.session_stats, {})
 
     @property
     def ready(self) -> bool:
@@ -159,7 +178,28 @@ class BwrapBackend(Backend):
                 results += [outcome] * (len(stdins) - len(results))
         return results
 
+    async def open_session(self, spec: SessionSpec) -> SandboxSession:
+        """A persistent interpreter in a fresh sandbox (sandbox/bwrap/session.py). The session's limits are the
+        caller's (the environments' own caps hold them), except what no sandbox may exceed: the run caps' memory,
+        disk and processes."""
+        lang = self._langs.get("python")
+        if lang is None or not lang.available:
+            raise SessionEnded("sandbox_error", "python is not available in this sandbox", infra=True)
+        if spec.network not in NETWORKS:
+            raise ValueError(f"network must be one of {', '.join(NETWORKS)}")
+        caps = self.config.caps
+        limits = replace(spec.limits, memory_mb=min(spec.limits.memory_mb, caps.memory_mb),
+                         disk_mb=min(spec.limits.disk_mb, caps.disk_mb),
+                         processes=min(spec.limits.processes, caps.processes))
+        request = RunRequest(code="", language="python", limits=limits, network=spec.network)
+        job = self._job(request, lang, limits, [], [0])
+        job["source_file"] = REPL_IN_SANDBOX
+        await self._session_pool.start()
+        return await BwrapSession.open(self._session_pool, SessionJob(session_payload(job, self.config.collect_bytes),
+                                                                      limits))
+
     async def close(self) -> None:
+        await self._session_pool.close()
         await self._pool.close()
         if self._cgroups is not None:
             self._cgroups.close()

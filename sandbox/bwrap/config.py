@@ -27,6 +27,10 @@ class BwrapConfig:
     # Runs one sandbox serves before it is replaced (1: a fresh sandbox per run). Each run gets fresh mount and IPC
     # namespaces and its own tmpfs, and every process of the previous run is dead before it starts.
     reuse_runs: int = 256
+    # Sessions (Backend.open_session): sandboxes started ahead for them (a pool of its own, filled from the first
+    # session on), and the most sessions open at once (each holds a sandbox and a uid of its own while it lives)
+    session_warm_pool: int = 4
+    max_sessions: int = 1024
 
     def __post_init__(self) -> None:
         self.caps = replace(self.caps, compile_s=self.compile_wall_s)  # the compile budget caps every request's

@@ -785,10 +785,14 @@ def _start_program(job: "Job", stdin_fd: int, outputs: tuple[int, int], args_fd:
     try:
         raw = os.pread(args_fd, job["args_bytes"], 0) if job["args_count"] else b""
         args = raw.decode("utf-8", "surrogateescape").split("\0") if job["args_count"] else []
-        os.dup2(stdin_fd, 0)
+        session = bool(job.get("session"))
+        if not session:
+            os.dup2(stdin_fd, 0)
         os.dup2(outputs[0], 1)
         os.dup2(outputs[1], 2)
-        os.closerange(3, 1 << 16)
+        if session:  # a session's program talks to the host itself: the job pipe in, the result pipe out (fd 3)
+            os.dup2(RESULT_FD, 3)
+        os.closerange(4 if session else 3, 1 << 16)
         os.chdir(WORK)
         _confine_child(job, job["limits"])
         if job.get("inline_python"):

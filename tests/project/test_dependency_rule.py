@@ -13,9 +13,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 FORBIDDEN = {
-    "verifiers": {"reward_service"},
-    "sandbox": {"reward_service", "verifiers"},
-    "clients/reward_client": {"reward_service", "verifiers", "sandbox", "torch", "transformers"},
+    "verifiers": {"reward_service", "environments"},
+    "sandbox": {"reward_service", "verifiers", "environments"},
+    "environments": {"reward_service"},
+    "clients/reward_client": {"reward_service", "verifiers", "sandbox", "environments", "torch", "transformers"},
 }
 
 
