@@ -245,3 +245,32 @@ class Oracle:
             prefixes = [bool(self._check(decoded[:k], case, k)["valid"]) if k <= len(decoded) else False
                         for k in range(1, len(case.task.ground_truth) + 1)]
         return OracleVerdict(bool(whole["valid"]), whole.get("error_type"), prefixes)
+
+
+# --- live sessions -----------------------------------------------------------------------------------------------
+
+def as_inference(case: EpisodeCase) -> EpisodeCase:
+    """The episode as BFCL's inference loop (and a live session) plays it: a turn ends at its first step without
+    readable calls, or after the step limit."""
+    turns: list[list[Step]] = []
+    for steps in case.turns:
+        kept: list[Step] = []
+        ran = 0
+        for step in steps:
+            kept.append(step)
+            if not isinstance(step, list) or not step:
+                break
+            ran += 1
+            if ran > STEP_LIMIT:
+                break
+        turns.append(kept)
+    return EpisodeCase(case.task, case.mutation, turns, case.text, case.extra)
+
+
+def action(step: Step, text: bool, n: int) -> dict[str, Any]:
+    """A step as a live session's action (the assistant message's ``tool_calls`` or ``content``)."""
+    message = assistant_message(step, text, n)
+    out: dict[str, Any] = {"content": message.get("content")}
+    if message.get("tool_calls"):
+        out["tool_calls"] = message["tool_calls"]
+    return out

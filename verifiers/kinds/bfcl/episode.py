@@ -76,6 +76,12 @@ class Episode:
             self.steps += 1
         return results
 
+    def record(self, results: list[str]) -> None:
+        """A step that could not run to its end (past its time limit): its results are the given errors and it
+        changed nothing."""
+        self.all_results.extend(results)
+        self.steps += 1
+
     def end_turn(self) -> TurnVerdict:
         """Replay the turn's ground truth and judge the turn; a turn ended by the step limit before the last turn
         ends the episode."""
