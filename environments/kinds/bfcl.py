@@ -37,7 +37,6 @@ WORKER_MEMORY_MB = 1024
 START_TIMEOUT_S = 60.0
 MAX_LINE_BYTES = 64 * 1024 * 1024
 ADDED_FUNCTIONS_PROMPT = "I have updated some more functions you can choose from. What about now?"
-TIMED_OUT = "Error during execution: the call ran past the step's time limit of {:g}s"
 
 
 class BfclTask(Task):
@@ -104,6 +103,10 @@ def as_tool(doc: dict[str, Any]) -> dict[str, Any]:
                                              "parameters": params}}
 
 
+class _WorkerEnded(Exception):
+    """The worker's output ended: it exited or was killed (not by us)."""
+
+
 class _Worker:
     """One session's worker process and the requests that built its state (replayed into a new one when a step's
     deadline kills it)."""
@@ -124,7 +127,7 @@ class _Worker:
         assert self.proc is not None and self.proc.stdout is not None
         line = await asyncio.wait_for(self.proc.stdout.readline(), timeout_s)
         if not line:
-            raise InfraError("the bfcl worker process ended")
+            raise _WorkerEnded("the bfcl worker process ended")
         answer: dict[str, Any] = json.loads(line)
         return answer
 
@@ -134,16 +137,19 @@ class _Worker:
         await self.proc.stdin.drain()
         return await self._read(timeout_s)
 
-    async def request(self, request: dict[str, Any], timeout_s: float) -> dict[str, Any] | None:
-        """The worker's answer, or None when the request ran past ``timeout_s`` (the worker is then replaced and
-        the earlier requests replayed)."""
+    async def request(self, request: dict[str, Any], timeout_s: float) -> dict[str, Any] | str:
+        """The worker's answer, or why it gave none: the request ran past ``timeout_s``, or the worker ended while
+        running it. The worker is then replaced and the earlier requests replayed; the request is not."""
         try:
             answer = await self._send(request, timeout_s)
         except TimeoutError:
             await self.restart()
-            return None
-        except (ConnectionError, BrokenPipeError, ValueError) as exc:
-            raise InfraError(f"the bfcl worker failed: {exc}") from exc
+            return f"the call ran past the step's time limit of {timeout_s:g}s"
+        except (_WorkerEnded, ConnectionError) as exc:
+            await self.restart()
+            return f"the call ended the process it ran in ({type(exc).__name__})"
+        except ValueError as exc:
+            raise InfraError(f"the bfcl worker answered what is not JSON: {exc}") from exc
         self.log.append(request)
         return answer
 
@@ -153,7 +159,7 @@ class _Worker:
         try:
             for request in self.log:
                 await self._send(request, START_TIMEOUT_S)
-        except (TimeoutError, ConnectionError, ValueError) as exc:
+        except (TimeoutError, _WorkerEnded, ConnectionError, ValueError) as exc:
             raise InfraError(f"the bfcl episode could not be rebuilt: {exc}") from exc
 
     async def close(self) -> None:
@@ -196,8 +202,9 @@ class BfclEnvironment(Environment):
         await self._worker.start()
         answer = await self._worker.request({"op": "reset", "task": task.reference(),
                                              "irrelevance": task.irrelevance}, START_TIMEOUT_S)
-        if answer is None or "error" in answer:
-            raise InfraError(f"the bfcl worker could not load the task: {(answer or {}).get('error', 'timeout')}")
+        if isinstance(answer, str) or "error" in answer:
+            why = answer if isinstance(answer, str) else answer["error"]
+            raise InfraError(f"the bfcl worker could not load the task: {why}")
         self._n_turns = int(answer["turns"])
         return self._opening(0, "turn_started")
 
@@ -219,13 +226,15 @@ class BfclEnvironment(Environment):
         request = {"op": "step", "tool_calls": action.tool_calls, "content": action.content,
                    "max_chars": self._task.max_chars}
         answer = await self._worker.request(request, timeout_s)
-        if answer is None:  # past its time limit: the step's calls failed and changed nothing
+        if isinstance(answer, str):  # past its time limit, or it ended its worker: the calls failed, changed nothing
             calls = [str((c.get("function") or c).get("name", ""))[:200] if isinstance(c, dict) else ""
                      for c in action.tool_calls or []] or ["(call text)"]
-            results = [TIMED_OUT.format(timeout_s)] * len(calls)
+            results = [f"Error during execution: {answer}"] * len(calls)
             recorded = await self._worker.request({"op": "record", "results": results}, START_TIMEOUT_S)
+            if isinstance(recorded, str):
+                raise InfraError(f"the bfcl worker could not record a failed step: {recorded}")
             answer = {"runs": True, "results": results, "calls": calls, "error": None,
-                      "step_limit_reached": bool(recorded and recorded.get("step_limit_reached"))}
+                      "step_limit_reached": bool(recorded.get("step_limit_reached"))}
         if "results" not in answer:
             raise InfraError(f"the bfcl worker answered {str(answer)[:200]}")
         obs: dict[str, Any] = {"status": "results", "turn": self._turn, "error": answer.get("error"),
@@ -241,8 +250,8 @@ class BfclEnvironment(Environment):
     async def _end_turn(self, obs: dict[str, Any]) -> Step:
         assert self._task is not None
         answer = await self._worker.request({"op": "end_turn"}, START_TIMEOUT_S)
-        if answer is None or "turn" not in answer:
-            raise InfraError("the bfcl worker did not judge the turn")
+        if isinstance(answer, str) or "turn" not in answer:
+            raise InfraError(f"the bfcl worker did not judge the turn: {str(answer)[:200]}")
         self._scores = [float(s) for s in answer["turn_scores"]]
         obs.update(turn_result=answer["turn"], turn_scores=list(self._scores))
         text = _results_text(obs.get("results", []))

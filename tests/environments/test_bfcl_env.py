@@ -4,6 +4,9 @@ turn scores included; turns open with BFCL's docs (miss_func's held-out function
 runs past the step's time limit fails without ending the session; hostile calls run nothing."""
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
 from typing import Any
 
 import httpx
@@ -126,3 +129,29 @@ def test_bad_tasks_are_named(env_server: LiveServer) -> None:
         assert r.status_code == 422
         r = c.post("/envs/bfcl/reset", json={"task_id": "multi_turn_base_0", "unknown": 1})
         assert r.status_code == 422
+
+
+def test_a_worker_killed_under_a_session_is_rebuilt_by_replay() -> None:
+    """Whatever ends a session's worker (here SIGKILL from outside) costs the step it was running, not the episode."""
+    from environments.base import EnvResources
+    from environments.kinds.bfcl import BfclAction, BfclEnvironment, BfclTask
+
+    async def run() -> None:
+        env = BfclEnvironment(EnvResources())
+        try:
+            await env.reset(BfclTask(task_id="multi_turn_base_0"), None)
+            first = await env.step(BfclAction(tool_calls=[{"name": "cd", "arguments": {"folder": "document"}}]), 30)
+            assert first.observation["results"][0]["result"] == '{"current_working_directory": "document"}'
+            assert env._worker.proc is not None
+            os.kill(env._worker.proc.pid, signal.SIGKILL)
+            await asyncio.sleep(0.2)
+            lost = await env.step(BfclAction(tool_calls=[{"name": "mkdir", "arguments": {"dir_name": "x"}}]), 30)
+            assert lost.observation["results"][0]["result"].startswith("Error during execution: the call ended")
+            # the cd before the kill was replayed into the new worker; the lost mkdir never happened
+            ls = await env.step(BfclAction(tool_calls=[{"name": "ls", "arguments": {}}]), 30)
+            assert ls.observation["results"][0]["result"] == \
+                '{"current_directory_content": ["final_report.pdf", "previous_report.pdf"]}'
+        finally:
+            await env.close()
+
+    asyncio.run(run())
