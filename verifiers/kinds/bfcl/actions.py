@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verifiers.kinds.bfcl.executor import Invocation
-from verifiers.kinds.tool_calls.parse import content_text, parse_structured, parse_text, parse_turn
+from verifiers.kinds.tool_calls.parse import content_text, parse_structured, parse_text
 
 
 @dataclass
@@ -31,14 +31,26 @@ def _step(parsed: Any) -> Step:
     return Step([Invocation(c.name, dict(c.arguments)) for c in parsed.calls], parsed.format)
 
 
+def _empty_arguments(tool_calls: Any) -> bool:
+    """Whether a structured call's arguments are the empty string: BFCL's function-calling decoder reads them with
+    ``json.loads``, which fails, so BFCL skips the step (the parser alone would read them as no arguments)."""
+    for call in tool_calls if isinstance(tool_calls, list) else []:
+        fn = call.get("function", call) if isinstance(call, dict) else None
+        if isinstance(fn, dict) and isinstance(fn.get("arguments"), str) and not fn["arguments"].strip():
+            return True
+    return False
+
+
 def read_message(message: dict[str, Any], max_chars: int) -> Step:
     """An assistant message: its structured ``tool_calls`` when it has any, else the calls written in its text."""
-    return _step(parse_turn(message, max_chars))
+    return read_action(message.get("tool_calls"), message.get("content"), max_chars)
 
 
 def read_action(tool_calls: Any, text: Any, max_chars: int) -> Step:
     """A live step: structured ``tool_calls`` (OpenAI shape or ``{"name", "arguments"}``) or call text."""
     if tool_calls:
+        if _empty_arguments(tool_calls):
+            return Step([], "tool_calls", "a call's arguments are an empty string, which BFCL cannot decode")
         return _step(parse_structured(tool_calls))
     return _step(parse_text(content_text(text), max_chars))
 
