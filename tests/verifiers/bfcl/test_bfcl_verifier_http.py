@@ -51,6 +51,8 @@ def test_bfcl_multi_turn_over_http(server: LiveServer) -> None:
     assert (by_id["text"]["status"], by_id["text"]["score"]) == ("ok", 1.0)
     wrong = by_id["wrong"]
     assert (wrong["score"], wrong["turn_scores"][:2]) == (0.0, [1.0, 0.0])
+    per_message = wrong["details"]["assistant_turn_scores"]
+    assert len(per_message) == sum(m["role"] == "assistant" for m in items[2]["messages"]) and 0.0 in per_message
     assert wrong["details"]["error_type"] == "multi_turn:empty_turn_model_response"
     assert by_id["partial"]["score"] == sum(wrong["turn_scores"]) / 4
     assert (by_id["inline"]["score"], len(by_id["inline"]["turn_scores"])) == (1.0, 5)

@@ -74,6 +74,9 @@ def judge_trajectory(messages: list[dict[str, Any]], reference: Any, options: Bf
         details["result_messages"] = turns.result_messages
     if turns.before_first_user:
         details["ignored_assistant_messages"] = turns.before_first_user
+    # The contract's per-assistant-message alignment, for trainers that credit each generated message: each
+    # message gets its user turn's score (messages before the first user turn get none).
+    details["assistant_turn_scores"] = [scores[i] for i, positions in enumerate(turns.steps) for _ in positions]
     verdict = Verdict.ok(score, reason, **details)
     verdict.turn_scores = scores
     return verdict
