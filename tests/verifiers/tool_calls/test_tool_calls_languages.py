@@ -150,3 +150,19 @@ def test_hostile_source_text_is_left_unread() -> None:
                                                         "required": ["x"]}}]}
     verdict = V.check('<tool_call>{"name": "f", "arguments": {"x": "' + rows + '"}}</tool_call>', reference, OPTIONS)
     assert verdict.score == 0.0
+
+
+def test_call_text_values_are_source_text_in_java_and_javascript() -> None:
+    """BFCL's prompt mode in these categories reads each value as its source text (a string literal without its
+    quotes): ``success=true``, ``count=42`` and ``success="true"`` all reach the checker as text."""
+    spec = [{"name": "FunGameBase.onFinish", "parameters": {"type": "dict", "properties": {
+        "layout": {"type": "any"}, "success": {"type": "boolean"}, "count": {"type": "integer"}},
+        "required": ["layout", "success"]}}]
+    reference = {"calls": [{"FunGameBase.onFinish": {"layout": ["gameLayout"], "success": [True], "count": [42, ""]}}],
+                 "tools": spec, "language": "java"}
+    for text in ("[FunGameBase.onFinish(layout=gameLayout, success=true)]",
+                 '[FunGameBase.onFinish(layout="gameLayout", success="true", count=42)]'):
+        assert V.check(text, reference, OPTIONS).score == 1.0, text
+    for text in ("[FunGameBase.onFinish(layout=gameLayout, success=True)]",  # Python's True is not Java's
+                 "[FunGameBase.onFinish(layout=gameLayout, success=true, count=42.0)]"):
+        assert V.check(text, reference, OPTIONS).score == 0.0, text

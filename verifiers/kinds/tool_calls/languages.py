@@ -251,6 +251,13 @@ def js(text: str, declared: str, nested: str | None = None) -> Any:
     return text
 
 
+def as_source_text(value: Any) -> Any:
+    """A value read from Python call text, back as the source text BFCL's Java and JavaScript parsers hand their
+    checker: a string literal loses its quotes (already, here), anything else is its text (``42``, ``True``,
+    ``[1, 'a']``)."""
+    return value if isinstance(value, str) else repr(value)
+
+
 def convert(text: str, declared: str, nested: str | None, language: str) -> Any:
     return java(text, declared, nested) if language == "java" else js(text, declared, nested)
 

@@ -21,8 +21,8 @@ from pydantic import Field
 from verifiers import conversation
 from verifiers.base import BaseOptions, Verifier
 from verifiers.kinds.tool_calls.checker import FunctionSpec, Matching, RefCall, function_specs, match_calls
-from verifiers.kinds.tool_calls.languages import LANGUAGES, detect, language_of_id
-from verifiers.kinds.tool_calls.parse import MAX_CALLS, Parsed, assistant_turns, parse_text, parse_turn
+from verifiers.kinds.tool_calls.languages import LANGUAGES, as_source_text, detect, language_of_id
+from verifiers.kinds.tool_calls.parse import MAX_CALLS, Call, Parsed, assistant_turns, parse_text, parse_turn
 from verifiers.types import InvalidReference, Verdict
 
 
@@ -103,6 +103,8 @@ def _parse_reference(reference: Any) -> tuple[list[list[RefCall]], bool, Any]:
 def _score_turn(parsed: Parsed, refs: list[RefCall], specs: dict[str, FunctionSpec], partial: bool,
                 language: str = "python") -> tuple[float, dict[str, Any]]:
     calls = parsed.calls if parsed.ok else []
+    if language != "python" and parsed.format == "python":  # call text: BFCL's parsers keep each value as source
+        calls = [Call(c.name, {k: as_source_text(v) for k, v in c.arguments.items()}) for c in calls]
     details: dict[str, Any] = {"format": parsed.format, "calls": [c.name[:100] for c in calls[:MAX_CALLS]]}
     if not parsed.ok:
         details["parse_error"] = parsed.error
