@@ -84,6 +84,7 @@ class Session:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     verdict: dict[str, Any] | None = None
     attached: int = 0  # WebSockets on it now (informational: a socket's end never ends a session)
+    holds_slot: bool = True  # counted against the maximums until its episode is done or it ends
 
     def touch(self) -> None:
         self.last_used = time.monotonic()
@@ -107,6 +108,7 @@ class SessionManager:
         self.sessions: dict[str, Session] = {}
         self._ended: OrderedDict[str, str] = OrderedDict()
         self._creating = 0
+        self._live = 0  # sessions holding a slot (not done)
         self._per_client: dict[str, int] = {}
         self._turns = FairSlots(settings.creating_at_once)
         self._reaper: asyncio.Task[None] | None = None
@@ -148,12 +150,20 @@ class SessionManager:
                 await self._end(session, why)
         return len(due)
 
+    def _free_slot(self, session: Session) -> None:
+        """A session whose episode is done holds nothing (its environment is closed): it leaves the maximums at once,
+        though its record (state, verdict) stays until it is closed or reaped."""
+        if session.holds_slot:
+            session.holds_slot = False
+            self._live -= 1
+            self._per_client[session.client] = self._per_client.get(session.client, 1) - 1
+            if self._per_client[session.client] <= 0:
+                self._per_client.pop(session.client, None)
+
     async def _end(self, session: Session, why: str) -> None:
         if self.sessions.pop(session.id, None) is None:
             return
-        self._per_client[session.client] = self._per_client.get(session.client, 1) - 1
-        if self._per_client[session.client] <= 0:
-            self._per_client.pop(session.client, None)
+        self._free_slot(session)
         self._ended[session.id] = why
         while len(self._ended) > ENDED_RECORDS:
             self._ended.popitem(last=False)
@@ -221,6 +231,7 @@ class SessionManager:
             session = Session(f"{self.settings.instance}-{secrets.token_hex(12)}", name, env, client, episode_id,
                               reward, Transcript.opening(task))
             self.sessions[session.id] = session
+            self._live += 1
             registered = True
             self.stats["created"] += 1
             self.observer.opened(name)
@@ -241,7 +252,7 @@ class SessionManager:
 
     def _admit(self, client: str) -> None:
         s = self.settings
-        open_now = len(self.sessions) + self._creating
+        open_now = self._live + self._creating
         if open_now >= s.max_sessions:
             self.stats["capacity_refused"] += 1
             raise Capacity(f"this instance holds its maximum of {s.max_sessions} sessions", s.retry_after_s,
@@ -303,6 +314,7 @@ class SessionManager:
                 if verdict is not None:
                     obs["verdict"] = verdict
                 await session.env.close()
+                self._free_slot(session)
             return obs, reward, step.done
 
     def _action(self, env: Environment, action: dict[str, Any]) -> BaseModel:
@@ -337,6 +349,7 @@ class SessionManager:
             result: dict[str, Any] = {"session_id": session.id, "closed": True}
             if score and not session.done:
                 session.done = True
+                await session.env.close()
                 reward, verdict = await self._score(session, None)
                 result.update(reward=reward, verdict=verdict)
             elif session.verdict is not None:
@@ -349,5 +362,6 @@ class SessionManager:
         by_env: dict[str, int] = {}
         for session in self.sessions.values():
             by_env[session.env_name] = by_env.get(session.env_name, 0) + 1
-        return {"instance": self.settings.instance, "open": len(self.sessions), "creating": self._creating,
+        return {"instance": self.settings.instance, "open": len(self.sessions), "live": self._live,
+                "creating": self._creating,
                 "by_environment": by_env, **self.stats}

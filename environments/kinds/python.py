@@ -15,15 +15,19 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from environments.base import Environment, EnvResources, Step, Task, Tool
-from environments.errors import InfraError, SessionLost
+from environments.errors import InfraError, InvalidRequest, SessionLost
 from sandbox.api import CellResult, Limits, SandboxSession, SessionEnded, SessionSpec
+from sandbox.paths import files_problem
 
 MAX_CODE_CHARS = 200_000
 
 
+MAX_FILES_CHARS = 8_000_000
+
+
 class PythonTask(Task):
     files: dict[str, str] = Field(default_factory=dict, description="Files written to the work dir at reset "
-                                  "(relative paths; each at most 1 MB).")
+                                  "(relative paths; 8 MB in all at most).")
     setup_code: str | None = Field(None, max_length=MAX_CODE_CHARS, description="A first cell run at reset "
                                    "(its observation is reset's); not part of the transcript.")
     prompt: str | None = Field(None, description="The task as the user's message (opens the transcript).")
@@ -93,6 +97,10 @@ class PythonEnvironment(Environment):
 
     async def reset(self, task: Task, seed: int | None) -> dict[str, Any]:
         assert isinstance(task, PythonTask)
+        problem = files_problem(list(task.files)) or (
+            "the files hold more than 8 MB" if sum(map(len, task.files.values())) > MAX_FILES_CHARS else "")
+        if problem:
+            raise InvalidRequest(problem, field="files")
         if self.resources.sandbox is None:
             raise InfraError("no sandbox is configured on this server")
         try:
@@ -100,15 +108,16 @@ class PythonEnvironment(Environment):
         except SessionEnded as exc:
             raise InfraError(f"cannot open a python session: {exc.reason}") from exc
         setup = []
-        if task.files:
-            setup.append("import os as _os\nfor _p, _t in __files.items():\n"
-                         "    _d = _os.path.dirname(_p)\n    _d and _os.makedirs(_d, exist_ok=True)\n"
-                         "    open(_p, 'w').write(_t)\ndel _os, _p, _t, _d, __files")
-        if seed is not None:
+        if task.files:  # written by the interpreter itself: the files never pass through the host's disk
+            setup.append(f"import os as _os\nfor _p, _t in {task.files!r}.items():\n"
+                         "    _os.makedirs(_os.path.dirname(_p) or '.', exist_ok=True)\n"
+                         "    with open(_p, 'w') as _f:\n        _f.write(_t)\ndel _os, _p, _t, _f")
+        if seed is not None:  # the episode's seed seeds the interpreter's random module
             setup.append(f"import random as _r\n_r.seed({int(seed)})\ndel _r")
         if setup:
-            files = repr(task.files)
-            await self._cell(f"__files = {files}\n" + "\n".join(setup) if task.files else "\n".join(setup), 30.0)
+            cell = await self._cell("\n".join(setup), 30.0)
+            if cell.status != "ok":
+                raise InvalidRequest(f"the task's files could not be written: {cell.exception}", field="files")
         if task.setup_code:
             step = await self.step(PythonAction(code=task.setup_code), 30.0)
             return step.observation

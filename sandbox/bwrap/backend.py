@@ -42,7 +42,7 @@ from sandbox.bwrap.config import BwrapConfig
 from sandbox.bwrap.job import LimitRefused, compiled_code, execute
 from sandbox.bwrap.layout import WORK_IN_SANDBOX, Layout
 from sandbox.bwrap.pool import Sandbox, WarmPool
-from sandbox.bwrap.session import REPL_IN_SANDBOX, BwrapSession, SessionJob, session_payload
+from sandbox.bwrap.session import REPL_IMPORTS, REPL_IN_SANDBOX, BwrapSession, SessionJob, session_payload
 from sandbox.cgroups import MemoryCgroups
 from sandbox.fairslots import FairSlots
 from sandbox.languages import ResolvedLanguage, canonical_name, resolve_all
@@ -86,7 +86,8 @@ class BwrapBackend(Backend):
         self._pool = WarmPool(c, self._layout.argv_head, self._cgroups, uids, self.stats, self.phase_ms)
         self.session_stats = {"warm_hits": 0, "cold_starts": 0, "reuses": 0}
         self._session_pool = WarmPool(replace(c, warm_pool=c.session_warm_pool, reuse_runs=1),
-                                      self._layout.argv_head, self._cgroups, session_uids, self.session_stats, {})
+                                      self._layout.argv_head, self._cgroups, session_uids, self.session_stats, {},
+                                      argv_tail=(",".join(REPL_IMPORTS),))
 
     @property
     def ready(self) -> bool:

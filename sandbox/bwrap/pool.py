@@ -89,9 +89,10 @@ class WarmPool:
     drops to its own), else empty; ``stats`` and ``phase_ms`` are the backend's, counted here too."""
 
     def __init__(self, config: BwrapConfig, argv_head: list[str], cgroups: MemoryCgroups | None, uids: list[int],
-                 stats: dict[str, int], phase_ms: dict[str, float]) -> None:
+                 stats: dict[str, int], phase_ms: dict[str, float], argv_tail: tuple[str, ...] = ()) -> None:
         self.config = config
         self.argv_head = argv_head
+        self.argv_tail = argv_tail  # the supervisor's arguments after the result fd, uid and gid
         self._cgroups = cgroups
         self._privileged = bool(uids)
         self._free_uids = uids
@@ -173,7 +174,7 @@ class WarmPool:
         group: MemoryGroup | None = None
         try:
             ids = ["-", "-"] if uid is None else [str(uid), str(uid)]
-            argv = [*self.argv_head, str(w), *ids]
+            argv = [*self.argv_head, str(w), *ids, *self.argv_tail]
             if self._cgroups is not None:
                 group = self._cgroups.create()
                 # join the group before bwrap exists, so every process of the sandbox is born inside it

@@ -32,6 +32,8 @@ REPL_IN_SANDBOX = "/.sandbox/repl.py"
 START_S = 15.0  # from the job's write to the interpreter's first answer
 # past a step's time limit: the interpreter's own interrupt comes first, this is the host's backstop
 GRACE_S = 2.0
+# what the interpreter imports as it starts (sandbox/inside/repl.py): its sandbox's supervisor loads them ahead
+REPL_IMPORTS = ("ast", "json", "linecache", "threading", "traceback")
 STATUSES = ("step_hung", "memory_exceeded", "cpu_exceeded", "exited", "protocol_error", "lifetime_exceeded",
             "sandbox_error")
 
@@ -181,9 +183,9 @@ class BwrapSession(SandboxSession):
                     pass
                 await self._end(SessionEnded("protocol_error", "the session's interpreter sent an unreadable answer "
                                                                "(the program wrote to its answer pipe)"))
-            if kind == b"!":
-                await self._end(SessionEnded("protocol_error", "the session's interpreter sent an answer over the "
-                                                               "size limit"))
+            if kind == b"!" or kind not in (FrameKind.CASE, b""):
+                await self._end(SessionEnded("protocol_error", "the session's interpreter sent a frame it never sends "
+                                                               "(over the size limit, or of another kind)"))
             header = json.loads(data) if kind == FrameKind.CASE else None
             await self._end(self._why_gone(header if isinstance(header, dict) else None))
             raise AssertionError("unreachable")  # _end raises

@@ -11,6 +11,7 @@ evaluated and its value's repr returned.
 Output: fds 1 and 2 are pipes this process drains in a thread (so a child process that writes a lot never blocks),
 keeping at most ``output_bytes`` of each per cell. A cell past its time limit gets KeyboardInterrupt (SIGALRM), as a
 notebook's interrupt, and every other process of the session is killed; the interpreter goes on if the cell lets it.
+Unlike a notebook, no process outlives its step (``_end_strays``): variables, imports, threads and files last.
 A cell that swallows the interrupt, or is stuck in C code, is the host's to end: it kills the sandbox after a grace.
 A process the cell forks never returns to this loop: it exits where the cell's code ends.
 
@@ -54,8 +55,9 @@ class _Streams:
             os.close(w)
             os.set_blocking(r, False)
             self.reads.append(r)
-        sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
-        sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
+        # line-buffered, so a cell's prints and its children's output keep their order
+        sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False, buffering=1)
+        sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False, buffering=1)
         self.out, self.err = sys.stdout, sys.stderr
         threading.Thread(target=self._drain_forever, daemon=True, name="session-output").start()
 
@@ -146,6 +148,7 @@ class _Clock:
             os.kill(-1, signal.SIGKILL)  # every process we may signal but ourselves and the session's init
         except OSError:
             pass
+        _reap(0.2)
         raise KeyboardInterrupt("the step exceeded its time limit")
 
     def arm(self, seconds: float) -> None:
@@ -157,6 +160,33 @@ class _Clock:
     def disarm(self) -> None:
         self.in_cell = False
         signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def _end_strays() -> None:
+    """No process outlives the step that started it (threads do: they are the interpreter's): whatever a cell left
+    running, a fork bomb's remains or a server it started, is killed, so a session's CPU is its interpreter's alone
+    and every step starts with the whole process limit."""
+    try:
+        os.kill(-1, signal.SIGKILL)  # every process we may signal but ourselves and the session's init
+    except OSError:
+        pass
+    _reap()
+
+
+def _reap(within_s: float = 1.0) -> None:
+    """Collect the children a kill is taking (each counts against the session's process limit until collected): a
+    SIGKILL lands when its process next runs, so this waits for them, a bounded while."""
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(0.002)
+        except ChildProcessError:
+            return
+        except InterruptedError:
+            continue
 
 
 def _exception(exc: BaseException, name: str) -> "dict[str, str]":
@@ -226,6 +256,7 @@ def main() -> None:
         sys.stdout, sys.stderr = streams.out, streams.err  # a cell that replaced them got them for itself only
         started = time.monotonic()
         answer = _run(str(cell.get("code", "")), index, namespace, clock, float(cell.get("timeout_s", 10.0)))
+        _end_strays()
         answer["stdout"], answer["stderr"], answer["truncated"] = streams.take()
         answer["wall_ms"] = round((time.monotonic() - started) * 1000.0, 3)
         _send(answer)

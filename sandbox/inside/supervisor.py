@@ -31,6 +31,12 @@ name, contents), D the run's report (JSON); then from the supervisor, after the 
 having sent its report, so frames never interleave; a manager that died otherwise leaves the supervisor silent, and
 the sandbox ends.
 
+A session job (``session`` set; sandbox/bwrap/session.py) is one case whose program is a session's persistent
+interpreter (sandbox/inside/repl.py): that child keeps the job pipe as its stdin and the result pipe as fd 3 and
+answers the host itself until it exits; the manager watches it as any case and sends its header and report after.
+Such a sandbox serves that one job; its supervisor's fourth argument names the modules the interpreter imports,
+loaded before any job.
+
 As pid 1 of the run's pid namespace the manager cannot be killed from inside (``kill -9 -1`` spares it), it reaps
 every orphan the program leaves, and its exit takes every process of the run with it.
 """
@@ -1255,6 +1261,11 @@ def main() -> "Program | None":
     import _socket  # noqa: F401
     import math  # noqa: F401
     import select  # noqa: F401
+
+    # a session's sandbox (sandbox/bwrap/session.py) names the modules its interpreter imports: loaded here, before
+    # any job exists, so a session starts without importing them
+    for name in sys.argv[4].split(",") if len(sys.argv) > 4 and sys.argv[4] else ():
+        __import__(name)
 
     # Every process from here on is a fork: the collector would write to every object it scans, copying the pages
     # that hold them (inline Python programs keep the collector; what is here is never garbage)

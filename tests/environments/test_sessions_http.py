@@ -2,6 +2,8 @@
 what one session can never see of another."""
 from __future__ import annotations
 
+import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -110,7 +112,7 @@ def test_a_step_without_a_session_behaves_as_upstream(env_server: LiveServer) ->
 
 def test_the_per_client_maximum_is_a_capacity_error_with_retry_after(env_server: LiveServer) -> None:
     with env_server.client() as c:
-        before = c.get("/envs").json()["sessions"]["open"]
+        before = c.get("/envs").json()["sessions"]["live"]  # done episodes hold no slot
         opened = [reset(c, "sql", database="flat_db") for _ in range(PER_CLIENT - before)]
         r = c.post("/envs/sql/reset", json={"database": "flat_db"})
         assert r.status_code == 429 and r.json()["code"] == "capacity" and int(r.headers["retry-after"]) >= 1
@@ -123,15 +125,34 @@ def test_the_per_client_maximum_is_a_capacity_error_with_retry_after(env_server:
 def test_a_session_sees_nothing_of_another(env_server: LiveServer) -> None:
     with env_server.client() as c:
         a, b = reset(c, "python"), reset(c, "python")
-        step(c, "python", a, {"code": "secret = 'a-only'\nopen('secret.txt', 'w').write(secret)\n"
-                                      "import subprocess\np = subprocess.Popen(['sleep', '300'])"})
-        seen = step(c, "python", b, {"code": "import os\n"
-                                             "procs = [open(f'/proc/{p}/cmdline').read() for p in os.listdir('/proc') "
-                                             "if p.isdigit()]\n"
-                                             "('secret' in globals(), os.listdir('.'), "
-                                             "any('sleep' in x for x in procs))"})
+        step(c, "python", a, {"code": "secret = 'a-only'\nopen('secret.txt', 'w').write(secret)"})
+        # a's step holds a process while b looks for it
+        with ThreadPoolExecutor(1) as pool:
+            busy = pool.submit(step, c, "python", a, {"code": "import subprocess, time\n"
+                                                            "p = subprocess.Popen(['sleep', '300'])\ntime.sleep(3)"})
+            time.sleep(1.0)
+            seen = step(c, "python", b, {"code": "import os\n"
+                                                 "procs = [open(f'/proc/{p}/cmdline').read() for p in "
+                                                 "os.listdir('/proc') if p.isdigit()]\n"
+                                                 "('secret' in globals(), os.listdir('.'), "
+                                                 "any('sleep' in x for x in procs))"})
+            assert busy.result()["observation"]["status"] == "ok"
         assert seen["observation"]["value"] == "(False, [], False)", seen
         probe = step(c, "python", b, {"code": "import glob\nglob.glob('/work/*') + glob.glob('/tmp/*')"})
         assert probe["observation"]["value"] == "[]"
         for sid in (a, b):
             c.post("/envs/python/close", json={"session_id": sid})
+
+
+def test_reset_writes_the_tasks_files_and_seeds_the_interpreter(env_server: LiveServer) -> None:
+    with env_server.client() as c:
+        draws = []
+        for _ in range(2):
+            sid = reset(c, "python", seed=7, files={"data/input.csv": "a,b\n1,2\n"}, setup_code="import random")
+            out = step(c, "python", sid, {"code": "open('data/input.csv').read(), random.random()"})["observation"]
+            assert out["value"].startswith("('a,b\\n1,2\\n', ")
+            draws.append(out["value"])
+            c.post("/envs/python/close", json={"session_id": sid})
+        assert draws[0] == draws[1]  # the same seed, the same draw
+        r = c.post("/envs/python/reset", json={"files": {"../../etc/passwd": "x"}})
+        assert r.status_code == 422 and r.json()["error"]["field"] == "files"
