@@ -1,7 +1,8 @@
 """``bfcl``: a BFCL multi-turn task as a live episode (``verifiers.kinds.bfcl``: BFCL's own simulated APIs from
 bfcl-eval, driven by parsed calls, never ``eval``).
 
-Reset takes a task (``task_id`` of the installed bfcl-eval data, or the task itself). Each observation that opens a
+Reset takes a task (``task_id`` of the installed bfcl-eval data, or the task itself; none: a multi_turn_base task
+drawn by the seed, so OpenEnv's bare reset works). Each observation that opens a
 turn carries the turn's user message and the function docs offered in it (BFCL's own, less those miss_func withholds
 until a later turn). A step is one assistant message: structured ``tool_calls`` (one call or several parallel ones)
 or its text, read by the ``tool_calls`` parser; its calls run on the session's instances and the observation holds
@@ -29,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from environments.base import Environment, EnvResources, Step, Task, Tool
 from environments.errors import InfraError, InvalidRequest
 from sandbox.spawn import kill_and_wait, start_process
-from verifiers.kinds.bfcl.source import INSTALL_HINT, available, task_from_dict
+from verifiers.kinds.bfcl.source import INSTALL_HINT, available, task_from_dict, task_ids
 from verifiers.kinds.bfcl.source import Task as LoadedTask
 from verifiers.types import VerifierError
 
@@ -53,9 +54,14 @@ class BfclTask(Task):
     irrelevance: bool = Field(False, description="Fail a turn without ground-truth calls where the model calls.")
     max_chars: int = Field(200_000, ge=1, le=2_000_000, description="Longest assistant text read for calls.")
 
-    def reference(self) -> dict[str, Any]:
+    def reference(self, seed: int | None = None) -> dict[str, Any]:
+        """The task as the verifier's reference; with no task at all (OpenEnv's bare reset), a multi_turn_base task
+        drawn by the seed (the first without one)."""
         if self.task_id is not None:
             return {"task_id": self.task_id}
+        if self.involved_classes is None and self.ground_truth is None:
+            ids = task_ids("multi_turn_base")
+            return {"task_id": ids[(seed or 0) % len(ids)]}
         fields = ("id", "initial_config", "involved_classes", "question", "ground_truth", "missed_function",
                   "long_context")
         return {k: getattr(self, k) for k in fields if getattr(self, k) is not None}
@@ -82,6 +88,7 @@ class BfclObservation(BaseModel):
     error: str | None = None
     turn_result: dict[str, Any] | None = None
     turn_scores: list[float] = Field(default_factory=list)
+    task_id: str | None = Field(None, description="the task reset loaded (one drawn by the seed when none is named)")
     session_id: str = ""
 
 
@@ -194,19 +201,20 @@ class BfclEnvironment(Environment):
         if not available():
             raise InfraError(INSTALL_HINT)
         try:
-            loaded = task_from_dict(task.reference())
+            reference = task.reference(seed)
+            loaded = task_from_dict(reference)
         except VerifierError as exc:
             raise InvalidRequest(f"the task cannot be loaded: {exc}", field="task_id" if task.task_id else
                                  "ground_truth") from exc
         self._task, self._loaded = task, loaded
         await self._worker.start()
-        answer = await self._worker.request({"op": "reset", "task": task.reference(),
+        answer = await self._worker.request({"op": "reset", "task": reference,
                                              "irrelevance": task.irrelevance}, START_TIMEOUT_S)
         if isinstance(answer, str) or "error" in answer:
             why = answer if isinstance(answer, str) else answer["error"]
             raise InfraError(f"the bfcl worker could not load the task: {why}")
         self._n_turns = int(answer["turns"])
-        return self._opening(0, "turn_started")
+        return {**self._opening(0, "turn_started"), "task_id": loaded.id}
 
     def _opening(self, turn: int, status: str) -> dict[str, Any]:
         assert self._loaded is not None

@@ -121,6 +121,16 @@ def test_a_call_past_the_time_limit_fails_and_the_session_goes_on(env_server: Li
         assert end["done"] is True and end["reward"] == 1.0
 
 
+def test_openenv_validator_and_a_bare_reset(env_server: LiveServer) -> None:
+    """OpenEnv's own validator passes on /envs/bfcl; a reset naming no task draws a multi_turn_base task by seed."""
+    validation = pytest.importorskip("openenv.cli._validation", reason="the environments extra is not installed")
+    report = validation.validate_running_environment(f"{env_server.url}/envs/bfcl")
+    assert report["passed"], report["criteria"]
+    with env_server.client() as c:
+        assert reset(c)["task_id"] == "multi_turn_base_0"
+        assert reset(c, seed=3)["task_id"] == "multi_turn_base_3"
+
+
 def test_bad_tasks_are_named(env_server: LiveServer) -> None:
     with env_server.client() as c:
         r = c.post("/envs/bfcl/reset", json={"task_id": "multi_turn_base_99999"})
