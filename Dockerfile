@@ -9,7 +9,9 @@ COPY pyproject.toml README.md ./
 COPY reward_service ./reward_service
 COPY verifiers ./verifiers
 COPY sandbox ./sandbox
-RUN pip wheel --no-cache-dir --wheel-dir /wheels ".[parquet,docker]"
+RUN pip wheel --no-cache-dir --wheel-dir /wheels ".[parquet,docker,bfcl]"
+# BFCL's simulated APIs and data (the bfcl verifier and environment), without its declared vLLM-era dependencies.
+RUN pip wheel --no-cache-dir --no-deps --wheel-dir /bfcl-wheels "bfcl-eval==2026.3.23"
 
 FROM ${PYTHON_IMAGE}
 # bubblewrap isolates sandbox runs; EXTRA_APT adds toolchains for more sandbox languages (e.g. "gcc g++ nodejs").
@@ -20,7 +22,9 @@ RUN apt-get update \
     && useradd --create-home --uid 10001 reward \
     && mkdir -p /data /models && chown reward:reward /data /models
 COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels
+COPY --from=build /bfcl-wheels /bfcl-wheels
+RUN pip install --no-cache-dir /wheels/*.whl && pip install --no-cache-dir --no-deps /bfcl-wheels/*.whl \
+    && rm -rf /wheels /bfcl-wheels
 USER reward
 WORKDIR /home/reward
 ENV REWARD_SERVICE_HOST=0.0.0.0 \

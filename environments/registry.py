@@ -7,7 +7,7 @@ import re
 
 from environments.base import Environment
 
-BUILTIN_MODULES = ("environments.kinds.python", "environments.kinds.sql")
+BUILTIN_MODULES = ("environments.kinds.python", "environments.kinds.sql", "environments.kinds.bfcl")
 NAME = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")  # a URL path segment: /envs/{name}/...
 
 

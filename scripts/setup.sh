@@ -22,8 +22,11 @@ fi
 
 # torch: pinned to the CPU build on disk; an unpinned torch would pull several GB of CUDA wheels.
 "$PY" -m pip install -q --disable-pip-version-check "torch==2.13.0"
-"$PY" -m pip install -q --disable-pip-version-check -e ".[models,docker,ray,serve,parquet,rules,test,trainers,lint,environments]" -e ./clients
+"$PY" -m pip install -q --disable-pip-version-check -e ".[models,docker,ray,serve,parquet,rules,test,trainers,lint,environments,bfcl]" -e ./clients
 # The trainers extra brings TRL; verl and OpenRLHF cannot install their full dependency sets on CPU (vllm, flash-attn,
 # deepspeed, and transformers pins that clash with ours), so they go in without dependencies: the extra holds what
 # their reward paths import, which is all tests/clients/test_trainer_{verl,openrlhf}.py drive.
 "$PY" -m pip install -q --disable-pip-version-check --no-deps "verl==0.9.1" "openrlhf==0.11.2"
+# BFCL's simulated APIs, multi-turn data and checker (verifiers/kinds/bfcl and its agreement tests): pinned, without
+# its declared dependencies (vLLM-era pins and hosted-model SDKs the classes and the multi-turn checker never import).
+"$PY" -m pip install -q --disable-pip-version-check --no-deps "bfcl-eval==2026.3.23"

@@ -23,6 +23,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "verifiers.kinds.consensus",
     "verifiers.kinds.ifeval",
     "verifiers.kinds.tool_calls",
+    "verifiers.kinds.bfcl",
     "verifiers.kinds.code",
     "verifiers.kinds.reward_models",
     "verifiers.kinds.shaping",

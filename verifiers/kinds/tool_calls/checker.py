@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from verifiers.kinds.tool_calls import languages
 from verifiers.kinds.tool_calls.parse import Call
 
 # Spec type names (BFCL's Python names, JSON-schema names, BFCL's Java/JavaScript names) -> the Python type of a value.
@@ -166,8 +167,15 @@ def _list_dict_check(param: str, value: list[Any], answers: list[Any]) -> Outcom
     return result
 
 
-def _value_check(param: str, value: Any, answers: list[Any], prop: dict[str, Any] | None) -> Outcome:
+def _value_check(param: str, value: Any, answers: list[Any], prop: dict[str, Any] | None,
+                 language: str = "python") -> Outcome:
     """One argument against its acceptable values, typed by its spec entry when there is one."""
+    if language != "python" and isinstance(prop, dict):
+        read = source_value(param, value, prop, language)
+        if isinstance(read, Outcome):
+            return read
+        source, source_type, item_type = read
+        return _typed_value_check(param, source, answers, source_type, item_type)
     declared = prop.get("type") if isinstance(prop, dict) else None
     expected = SPEC_TYPES.get(declared) if isinstance(declared, str) else None
     if expected is None:  # no usable spec: the possible answer's own type stands in for it
@@ -181,6 +189,33 @@ def _value_check(param: str, value: Any, answers: list[Any], prop: dict[str, Any
         value = list(value)
     if expected is float and type(value) is int:
         value = float(value)
+    return _typed_value_check(param, value, answers, expected, nested)
+
+
+def source_value(param: str, value: Any, prop: dict[str, Any], language: str
+                 ) -> Outcome | tuple[Any, type | None, type | None]:
+    """A Java or JavaScript argument: source text read by its declared type (``languages``), with the Python types
+    the value checks then compare it as."""
+    table = languages.types_of(language)
+    declared, item_type = languages.declared_types(prop, language)
+    if not isinstance(declared, str) or declared not in table:
+        return Outcome.fail("type_error:unsupported", f"{param!r}: BFCL has no {language} type {declared!r}")
+    if type(value) is not str:
+        kind = "type_error:java" if language == "java" else "type_error:js"
+        return Outcome.fail(kind, f"{param!r} should be {language} source text, got {type(value).__name__} "
+                                  f"{_short(value)}")
+    item_type = item_type if declared in languages.NESTED else None
+    if declared in languages.NESTED and item_type not in table:
+        return Outcome.fail("type_error:unsupported", f"{param!r}: no {language} element type for {declared}")
+    try:
+        read = languages.convert(value, declared, item_type, language)
+    except languages.Unsupported as exc:
+        return Outcome.fail("type_error:unsupported", f"{param!r}: {exc}")
+    return read, table[declared], table[item_type] if item_type else None
+
+
+def _typed_value_check(param: str, value: Any, answers: list[Any], expected: type | None, nested: type | None
+                       ) -> Outcome:
     is_variable = False
     if expected is not None:
         outcome, is_variable = _type_check(param, value, answers, expected, nested)
@@ -217,7 +252,7 @@ class ArgScores:
 
 
 def check_call(call: Call, name: str, answers: dict[str, list[Any]], spec: FunctionSpec | None,
-               underscores: bool = False) -> Outcome:
+               underscores: bool = False, language: str = "python") -> Outcome:
     """One output call against one reference call, as BFCL's ``simple_function_checker``."""
     if not name_matches(name, call.name, underscores):
         return Outcome.fail("wrong_func_name", f"expected {name!r}, got {call.name!r}")
@@ -228,7 +263,7 @@ def check_call(call: Call, name: str, answers: dict[str, list[Any]], spec: Funct
     for param, value in call.arguments.items():
         if param not in answers or (spec is not None and param not in properties):
             return Outcome.fail("unexpected_param", f"unexpected argument {param!r}")
-        outcome = _value_check(param, value, _as_list(answers[param]), properties.get(param))
+        outcome = _value_check(param, value, _as_list(answers[param]), properties.get(param), language)
         if not outcome.valid:
             return outcome
     for param, values in answers.items():
@@ -237,13 +272,14 @@ def check_call(call: Call, name: str, answers: dict[str, list[Any]], spec: Funct
     return OK
 
 
-def arg_scores(call: Call, answers: dict[str, list[Any]], spec: FunctionSpec | None) -> ArgScores:
+def arg_scores(call: Call, answers: dict[str, list[Any]], spec: FunctionSpec | None, language: str = "python"
+               ) -> ArgScores:
     given, wanted = set(call.arguments), set(answers)
     union = given | wanted
     keys = len(given & wanted) / len(union) if union else 1.0
     properties = spec.properties if spec else {}
     right = sum(1 for p in given & wanted
-                if _value_check(p, call.arguments[p], _as_list(answers[p]), properties.get(p)).valid)
+                if _value_check(p, call.arguments[p], _as_list(answers[p]), properties.get(p), language).valid)
     right += sum(1 for p in wanted - given if "" in _as_list(answers[p]))
     values = right / len(union) if union else 1.0
     return ArgScores(keys, values)
@@ -283,8 +319,9 @@ def _max_matching(edges: list[list[int]], n_right: int) -> int:
 
 
 def match_calls(calls: list[Call], refs: list[RefCall], specs: dict[str, FunctionSpec],
-                structured: bool = False) -> Matching:
-    """``structured``: the calls came as API ``tool_calls``, where a dotted name must come back underscored."""
+                structured: bool = False, language: str = "python") -> Matching:
+    """``structured``: the calls came as API ``tool_calls``, where a dotted name must come back underscored.
+    ``language``: BFCL's Java or JavaScript rules (arguments as source text) instead of Python's."""
     loose = {r.name: structured or r.name.replace(".", "_") in specs for r in refs}
     memo: dict[tuple[int, int], Outcome] = {}
 
@@ -292,7 +329,7 @@ def match_calls(calls: list[Call], refs: list[RefCall], specs: dict[str, Functio
         if (i, j) not in memo:
             r = refs[i]
             memo[i, j] = check_call(calls[j], r.name, r.answers, specs.get(r.name) or _dotless(specs, r.name),
-                                    loose[r.name])
+                                    loose[r.name], language)
         return memo[i, j]
 
     # BFCL: equal counts, then each reference call takes the first output call left that it accepts.
@@ -320,7 +357,7 @@ def match_calls(calls: list[Call], refs: list[RefCall], specs: dict[str, Functio
     else:
         edges = [[j for j in range(len(calls)) if outcome(i, j).valid] for i in range(len(refs))]
         matched = _max_matching(edges, len(calls))
-    return Matching(accepted, reason, pairs, matched, _components(calls, refs, specs, loose, picks))
+    return Matching(accepted, reason, pairs, matched, _components(calls, refs, specs, loose, picks, language))
 
 
 def _dotless(specs: dict[str, FunctionSpec], name: str) -> FunctionSpec | None:
@@ -335,7 +372,7 @@ def _nearest(calls: list[Call], name: str, taken: set[int], underscores: bool) -
 
 
 def _components(calls: list[Call], refs: list[RefCall], specs: dict[str, FunctionSpec], loose: dict[str, bool],
-                picks: list[int | None]) -> dict[str, float]:
+                picks: list[int | None], language: str = "python") -> dict[str, float]:
     """ToolRL-style partial signals: function names (multiset overlap), then argument keys and values of the calls
     paired by name, each over the larger of the two call counts. Calls BFCL's matching accepted keep their
     reference; each other reference takes the best-scoring call of its name among those left."""
@@ -354,7 +391,7 @@ def _components(calls: list[Call], refs: list[RefCall], specs: dict[str, Functio
         if right is not None:
             continue
         spec = specs.get(ref.name) or _dotless(specs, ref.name)
-        candidates = [(arg_scores(calls[j], ref.answers, spec), j) for j in free
+        candidates = [(arg_scores(calls[j], ref.answers, spec, language), j) for j in free
                       if name_matches(ref.name, calls[j].name, loose[ref.name])]
         if not candidates:
             continue

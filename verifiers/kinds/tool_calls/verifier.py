@@ -6,20 +6,23 @@ Reference shapes:
   argument may be left out; ``[]``: no call is the right answer), or of exact calls ``[{"name", "arguments"}]``;
 - an object ``{"calls": [...], "tools": [...]}`` (``ground_truth`` is read as ``calls``, BFCL's ``function`` as
   ``tools``) when the tool specs travel with the reference rather than with the item;
+- either object may name BFCL's ``language`` (``java``, ``javascript``; or carry BFCL's ``id``/``category``): the
+  arguments are then source text read by their declared types, as BFCL's Java and JavaScript categories check them;
 - an object ``{"turns": [[...], [...]], "tools": [...]}``: the expected calls of each assistant turn in order (``[]``
   for a turn that should not call, such as the final answer); each turn is scored and ``turn_scores`` set.
 """
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
 from verifiers import conversation
 from verifiers.base import BaseOptions, Verifier
 from verifiers.kinds.tool_calls.checker import FunctionSpec, Matching, RefCall, function_specs, match_calls
-from verifiers.kinds.tool_calls.parse import MAX_CALLS, Parsed, assistant_turns, parse_text, parse_turn
+from verifiers.kinds.tool_calls.languages import LANGUAGES, as_source_text, detect, language_of_id
+from verifiers.kinds.tool_calls.parse import MAX_CALLS, Call, Parsed, assistant_turns, parse_text, parse_turn
 from verifiers.types import InvalidReference, Verdict
 
 
@@ -28,6 +31,10 @@ class ToolCallsOptions(BaseOptions):
                                              "instead of BFCL's all-or-nothing verdict.")
     max_chars: int = Field(200_000, ge=1, le=2_000_000,
                            description="Longest assistant text read for calls; a longer one reads as malformed.")
+    language: Literal["auto", "python", "java", "javascript"] = Field(
+        "auto", description="BFCL's argument rules: python, or java / javascript (every argument is source text, "
+                            "read by its declared type). auto: the reference's language, its BFCL id or category, "
+                            "else the Java or JavaScript type names of the tool specs, else python.")
 
 
 def _ref_call(entry: Any, where: str) -> RefCall:
@@ -93,9 +100,11 @@ def _parse_reference(reference: Any) -> tuple[list[list[RefCall]], bool, Any]:
     return [_ref_calls(calls, "calls")], False, tools
 
 
-def _score_turn(parsed: Parsed, refs: list[RefCall], specs: dict[str, FunctionSpec], partial: bool
-                ) -> tuple[float, dict[str, Any]]:
+def _score_turn(parsed: Parsed, refs: list[RefCall], specs: dict[str, FunctionSpec], partial: bool,
+                language: str = "python") -> tuple[float, dict[str, Any]]:
     calls = parsed.calls if parsed.ok else []
+    if language != "python" and parsed.format == "python":  # call text: BFCL's parsers keep each value as source
+        calls = [Call(c.name, {k: as_source_text(v) for k, v in c.arguments.items()}) for c in calls]
     details: dict[str, Any] = {"format": parsed.format, "calls": [c.name[:100] for c in calls[:MAX_CALLS]]}
     if not parsed.ok:
         details["parse_error"] = parsed.error
@@ -106,12 +115,37 @@ def _score_turn(parsed: Parsed, refs: list[RefCall], specs: dict[str, FunctionSp
                        components={"format": 1.0, "names": float(accepted), "argument_keys": float(accepted),
                                    "values": float(accepted)})
         return float(accepted), details
-    m: Matching = match_calls(calls, refs, specs, structured=parsed.format == "tool_calls")
+    m: Matching = match_calls(calls, refs, specs, structured=parsed.format == "tool_calls", language=language)
     f1 = 2 * m.matched / (len(calls) + len(refs))
     details.update(accepted=m.accepted, reason=parsed.error or m.reason, matching=m.pairs, matched=m.matched,
                    f1=round(f1, 6), components={"format": float(parsed.ok), **{k: round(v, 6) for k, v in
                                                                                m.components.items()}})
     return (f1 if partial else float(m.accepted)), details
+
+
+def _descriptions(tools: Any) -> list[str]:
+    out = []
+    for tool in tools if isinstance(tools, list) else []:
+        fn = tool.get("function", tool) if isinstance(tool, dict) else None
+        if isinstance(fn, dict) and isinstance(fn.get("description"), str):
+            out.append(fn["description"])
+    return out
+
+
+def _language(option: str, reference: Any, specs: dict[str, FunctionSpec], tools: Any) -> str:
+    """Which of BFCL's argument rules apply: the option, else what the reference says (``language``, or BFCL's
+    ``id`` / ``category`` such as ``simple_java_3``), else the specs' Java or JavaScript type names."""
+    if option != "auto":
+        return option
+    if isinstance(reference, dict):
+        named = reference.get("language")
+        if named in LANGUAGES:
+            return str(named)
+        for key in ("id", "category"):
+            found = language_of_id(reference.get(key))
+            if found:
+                return found
+    return detect([p for spec in specs.values() for p in spec.properties.values()], _descriptions(tools)) or "python"
 
 
 class ToolCallsVerifier(Verifier[ToolCallsOptions]):
@@ -138,10 +172,13 @@ class ToolCallsVerifier(Verifier[ToolCallsOptions]):
             turns = [parse_text(response, options.max_chars)]
         if not turns:
             return Verdict.no_answer("the conversation has no assistant turn")
+        language = _language(options.language, reference, specs, given_tools if given_tools is not None else ref_tools)
         if not per_turn:
-            score, details = _score_turn(turns[-1], expected[0], specs, options.partial)
+            score, details = _score_turn(turns[-1], expected[0], specs, options.partial, language)
+            if language != "python":
+                details["language"] = language
             return self._verdict(score, details, expected[0])
-        scored = [_score_turn(t, expected[i] if i < len(expected) else [], specs, options.partial)
+        scored = [_score_turn(t, expected[i] if i < len(expected) else [], specs, options.partial, language)
                   for i, t in enumerate(turns)]
         missing = max(0, len(expected) - len(turns))
         scores = [s for s, _ in scored] + [0.0] * missing
