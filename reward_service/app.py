@@ -17,7 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from reward_service import __version__
 from reward_service.admission import Admission
-from reward_service.deps import Services
+from reward_service.deps import SHUTTING_DOWN, Services
 from reward_service.errors import install_error_handlers
 from reward_service.logs import request_id_var
 from reward_service.metrics import Metrics
@@ -148,6 +148,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 yield
             finally:
                 services.admission.draining = True
+                for scope in list(services.in_flight):  # a server that did not drain first (not ``serve``'s)
+                    scope.cancel(SHUTTING_DOWN)
                 services.runtime = None
 
     app = FastAPI(

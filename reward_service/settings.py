@@ -46,7 +46,9 @@ class ServerSettings(Block):
     port: int = Field(8000, ge=0, le=65535)
     log_level: str = "INFO"
     log_json: bool = Field(True, description="One JSON object per log line.")
-    shutdown_grace_s: float = Field(30.0, ge=0, description="How long shutdown waits for in-flight work.")
+    shutdown_grace_s: float = Field(
+        30.0, ge=0, description="How long SIGTERM lets in-flight work finish before the rest is cancelled (its "
+        "items answered 'cancelled', its programs killed).")
 
 
 class AuthSettings(Block):

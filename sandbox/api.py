@@ -27,6 +27,7 @@ class RunStatus(str, enum.Enum):
     MEMORY_EXCEEDED = "memory_exceeded"
     OUTPUT_EXCEEDED = "output_exceeded"  # stdout/stderr over the cap (output truncated)
     SANDBOX_ERROR = "sandbox_error"  # the sandbox itself failed; never the program's fault
+    CANCELLED = "cancelled"  # stopped before it ended (client gone, server shutting down); the program was killed
 
 
 @dataclass

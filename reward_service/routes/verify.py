@@ -9,12 +9,13 @@ from fastapi import APIRouter
 from pydantic import ValidationError
 
 from reward_service.admission import AdmissionGate
-from reward_service.deps import AdmissionDep, SettingsDep
+from reward_service.deps import AdmissionDep, ScopeDep, SettingsDep
 from reward_service.errors import ApiError
 from reward_service.schemas.item_limits import check_conversation, json_chars, number_problem, surrogate_path
 from reward_service.schemas.verify import VerifyItemIn, VerifyRequest, VerifyResponse, VerifyResult
 from reward_service.settings import LimitsSettings
 from verifiers.engine import Engine, Prepared
+from verifiers.engine.cancel import CancelScope
 from verifiers.engine.registry import UnknownVerifier
 from verifiers.types import Verdict
 
@@ -155,18 +156,20 @@ def starting_engine(gate: AdmissionGate) -> Engine:
     return gate.runtime.engine
 
 
-async def run_admitted(gate: AdmissionGate, prepared: list[Prepared]) -> list[Verdict]:
-    """Run prepared items under admission control (429 + Retry-After when saturated, 503 while draining)."""
+async def run_admitted(gate: AdmissionGate, prepared: list[Prepared],
+                       scope: CancelScope | None = None) -> list[Verdict]:
+    """Run prepared items under admission control (429 + Retry-After when saturated, 503 while draining); with
+    ``scope``, items still unfinished when it is cancelled are stopped and answered ``cancelled``."""
     runtime = gate.ready()
     with gate.admit(len(prepared)):
-        return await runtime.engine.verify_many(prepared)
+        return await runtime.engine.verify_many(prepared, scope)
 
 
 @router.post("/v1/verify", response_model=VerifyResponse)
-async def verify(body: VerifyRequest, settings: SettingsDep, gate: AdmissionDep) -> VerifyResponse:
+async def verify(body: VerifyRequest, settings: SettingsDep, gate: AdmissionDep, scope: ScopeDep) -> VerifyResponse:
     check_limits(settings.limits, body)
     prepared = prepare_items(starting_engine(gate), body)
-    verdicts = await run_admitted(gate, prepared)
+    verdicts = await run_admitted(gate, prepared, scope)
     results = [to_result(p, v) for p, v in zip(prepared, verdicts)]
     groups = None
     if any(item.group is not None for item in body.items):

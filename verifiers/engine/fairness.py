@@ -4,7 +4,7 @@ and ``WorkerShares`` is the policy that caps what one source may hold. Items of 
 from __future__ import annotations
 
 from collections import Counter, deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Generic, Protocol, TypeVar
 
 T = TypeVar("T")
@@ -163,6 +163,24 @@ class FairQueue(Generic[T]):
             queue.appendleft(item)
             self._turns.appendleft(source)
             self._size += 1
+
+    def drop(self, unwanted: Callable[[T], bool]) -> int:
+        """Take every ``unwanted`` item out (a cancelled request's); each source keeps its place in line. Returns
+        how many went."""
+        dropped = 0
+        for source in list(self._queues):
+            queue = self._queues[source]
+            kept = deque(item for item in queue if not unwanted(item))
+            if len(kept) == len(queue):
+                continue
+            dropped += len(queue) - len(kept)
+            if kept:
+                self._queues[source] = kept
+            else:
+                del self._queues[source]
+                self._turns.remove(source)
+        self._size -= dropped
+        return dropped
 
     def drain(self) -> Iterator[T]:
         while self:

@@ -149,6 +149,7 @@ class WorkerPool:
         self._shares = WorkerShares(self.size, max_chunk)
         self._wakeup = asyncio.Event()
         self._dispatcher: asyncio.Task[None] | None = None
+        self._sweep_due = False
 
     @property
     def stats(self) -> PoolStats:
@@ -251,7 +252,24 @@ class WorkerPool:
         self._wakeup.set()
         if self._dispatcher is None or self._dispatcher.done():
             self._dispatcher = asyncio.create_task(self._dispatch())
-        return await future
+        try:
+            return await future
+        except asyncio.CancelledError:  # its caller is gone (scope cancelled): ``future`` is cancelled with it
+            self._drop_cancelled_soon()
+            raise
+
+    def _drop_cancelled_soon(self) -> None:
+        """Take the cancelled jobs out of the backlog once the cancelling tick is over: one pass for a whole
+        cancelled request, however many of its jobs were queued. A running one is stopped by ``_run_chunk``."""
+        if not self._sweep_due:
+            self._sweep_due = True
+            asyncio.get_running_loop().call_soon(self._drop_cancelled)
+
+    def _drop_cancelled(self) -> None:
+        self._sweep_due = False
+        dropped = self._pending.drop(lambda entry: entry[1].done())
+        if dropped:
+            self._stats.extra["cancelled"] = self._stats.extra.get("cancelled", 0) + dropped
 
     async def _dispatch(self) -> None:
         while not self._closed:
@@ -336,17 +354,25 @@ class WorkerPool:
                 job, future = chunk[done]
                 recv = asyncio.ensure_future(worker.recv())  # never cancelled mid-frame while the worker lives
                 try:
+                    # the caller's going away (a cancelled future) ends the wait as the answer does
                     if not aside and self._may_set_aside(job):
-                        await asyncio.wait({recv}, timeout=self.slow_after_s)
-                        if not recv.done():
+                        await asyncio.wait({recv, future}, timeout=self.slow_after_s,
+                                           return_when=asyncio.FIRST_COMPLETED)
+                        if not recv.done() and not future.done():
                             aside = True
                             chunk = self._set_aside(worker, chunk, done)
-                    if not recv.done():
-                        await asyncio.wait({recv}, timeout=max(job.remaining(), 0.0))
+                    if not recv.done() and not future.done():
+                        await asyncio.wait({recv, future}, timeout=max(job.remaining(), 0.0),
+                                           return_when=asyncio.FIRST_COMPLETED)
                     overran = not recv.done()
                 finally:
                     if not recv.done():
                         recv.cancel()
+                if overran and future.cancelled():
+                    # nobody waits for this check: its worker is killed (and replaced) at once, not left to run on
+                    self._stats.extra["cancelled"] = self._stats.extra.get("cancelled", 0) + 1
+                    done += 1
+                    break
                 if overran:
                     _resolve(future, Verdict.timeout(
                         f"check exceeded its {job.timeout_s:g}s deadline; its worker was killed"))
