@@ -23,7 +23,7 @@ from reward_service.logs import request_id_var
 from reward_service.metrics import Metrics
 from reward_service.middleware import BodySizeLimit, TokenGate
 from reward_service.resources.runtime import Runtime
-from reward_service.routes import audit, health, openrlhf, prm, sandbox, sandboxfusion, verify
+from reward_service.routes import audit, health, jobs, openrlhf, prm, sandbox, sandboxfusion, verify
 from reward_service.schemas.item_limits import reject_lone_surrogates
 from reward_service.settings import Settings
 from sandbox.api import run_client, run_source
@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 ROUTERS: tuple[APIRouter, ...] = (
     health.router,
     verify.router,
+    jobs.router,
     audit.router,
     prm.router,
     openrlhf.router,
@@ -142,7 +143,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         async with Runtime.open(settings, on_result=on_result) as runtime:
+            manager = jobs.open_manager(settings, runtime.engine)
+            await manager.start(runtime.engine)
             services.runtime = runtime
+            services.jobs = manager
             log.info("reward-service %s ready on %s:%s", __version__, settings.server.host, settings.server.port)
             try:
                 yield
@@ -150,6 +154,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 services.admission.draining = True
                 for scope in list(services.in_flight):  # a server that did not drain first (not ``serve``'s)
                     scope.cancel(SHUTTING_DOWN)
+                services.jobs = None
+                await manager.close()
                 services.runtime = None
 
     app = FastAPI(

@@ -17,7 +17,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, Request
 
@@ -26,6 +26,9 @@ from reward_service.metrics import Metrics
 from reward_service.resources.runtime import Runtime
 from reward_service.settings import Settings
 from verifiers.engine.cancel import CancelScope
+
+if TYPE_CHECKING:
+    from reward_service.jobs.manager import JobManager
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +45,7 @@ class Services:
     metrics: Metrics
     admission: Admission
     runtime: Runtime | None = None
+    jobs: JobManager | None = None  # set while the lifespan runs, as ``runtime``
     in_flight: set[CancelScope] = field(default_factory=set)  # the scopes of the requests now running
     idle: asyncio.Event = field(default_factory=asyncio.Event)  # set while ``in_flight`` is empty
 

@@ -1,15 +1,18 @@
 """POST /v1/verify: one request schema and one verdict schema for every verifier."""
 from __future__ import annotations
 
+import asyncio
+import json
 import math
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
+from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
 
 from reward_service.admission import AdmissionGate
-from reward_service.deps import AdmissionDep, ScopeDep, SettingsDep
+from reward_service.deps import DISCONNECTED, AdmissionDep, ScopeDep, SettingsDep
 from reward_service.errors import ApiError
 from reward_service.schemas.item_limits import check_conversation, json_chars, number_problem, surrogate_path
 from reward_service.schemas.verify import VerifyItemIn, VerifyRequest, VerifyResponse, VerifyResult
@@ -165,10 +168,68 @@ async def run_admitted(gate: AdmissionGate, prepared: list[Prepared],
         return await runtime.engine.verify_many(prepared, scope)
 
 
-@router.post("/v1/verify", response_model=VerifyResponse)
-async def verify(body: VerifyRequest, settings: SettingsDep, gate: AdmissionDep, scope: ScopeDep) -> VerifyResponse:
+NDJSON = "application/x-ndjson"
+
+
+def stream_verdicts(gate: AdmissionGate, prepared: list[Prepared], body: VerifyRequest,
+                    scope: CancelScope) -> StreamingResponse:
+    """The verdicts as NDJSON lines in the order they are decided, each ``{"index": i, ...result}``, then one
+    ``{"done": true, "groups": ...}`` line. Admission is taken before the answer starts (its 429/503 are the usual
+    ones) and held until the last item is decided."""
+    runtime = gate.ready()
+    admitted = gate.admit(len(prepared))
+    admitted.__enter__()
+    decided: asyncio.Queue[tuple[int, Verdict] | None] = asyncio.Queue()
+
+    async def work() -> list[Verdict]:
+        try:
+            return await runtime.engine.verify_many(prepared, scope,
+                                                    on_verdict=lambda i, v: decided.put_nowait((i, v)))
+        finally:
+            admitted.__exit__(None, None, None)
+            decided.put_nowait(None)
+
+    task = asyncio.create_task(work())
+
+    def line(i: int, verdict: Verdict) -> bytes:
+        return json.dumps({"index": i, **to_result(prepared[i], verdict).model_dump()}).encode() + b"\n"
+
+    async def lines() -> AsyncIterator[bytes]:
+        try:
+            finished = False
+            while not finished:  # what is decided by now goes out in one write
+                got = await decided.get()
+                out = []
+                while got is not None:
+                    out.append(line(*got))
+                    if decided.empty():
+                        break
+                    got = decided.get_nowait()
+                finished = got is None
+                if out:
+                    yield b"".join(out)
+            verdicts = await task
+            groups = None
+            if any(item.group is not None for item in body.items):
+                groups = group_stats([item.group for item in body.items], [v.score for v in verdicts])
+            yield json.dumps({"done": True, "groups": groups}).encode() + b"\n"
+        finally:
+            if not task.done():  # the reader went away: so does the work
+                scope.cancel(DISCONNECTED)
+                await asyncio.gather(task, return_exceptions=True)
+
+    return StreamingResponse(lines(), media_type=NDJSON)
+
+
+@router.post("/v1/verify", response_model=VerifyResponse,
+             responses={200: {"content": {NDJSON: {}}, "description": "With Accept: application/x-ndjson, one "
+                              "verdict per line as decided, then a done line."}})
+async def verify(body: VerifyRequest, settings: SettingsDep, gate: AdmissionDep, scope: ScopeDep,
+                 request: Request) -> VerifyResponse | StreamingResponse:
     check_limits(settings.limits, body)
     prepared = prepare_items(starting_engine(gate), body)
+    if NDJSON in request.headers.get("accept", ""):
+        return stream_verdicts(gate, prepared, body, scope)
     verdicts = await run_admitted(gate, prepared, scope)
     results = [to_result(p, v) for p, v in zip(prepared, verdicts)]
     groups = None

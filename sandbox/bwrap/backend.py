@@ -25,7 +25,17 @@ import time
 from dataclasses import asdict
 
 from sandbox import seccomp
-from sandbox.api import NETWORKS, Backend, Limits, RunRequest, RunResult, RunStatus, run_client, run_source
+from sandbox.api import (
+    NETWORKS,
+    Backend,
+    Limits,
+    RunRequest,
+    RunResult,
+    RunStatus,
+    run_client,
+    run_priority,
+    run_source,
+)
 from sandbox.bwrap.config import BwrapConfig
 from sandbox.bwrap.job import LimitRefused, compiled_code, execute
 from sandbox.bwrap.layout import WORK_IN_SANDBOX, Layout
@@ -246,7 +256,7 @@ class BwrapBackend(Backend):
                             late])
         cases: list[RunResult] | None = None if stdins is None else []
         marks: dict[str, float] = {"admitted": time.perf_counter()}
-        async with self._slots.hold(run_source.get() or object(), run_client.get()):
+        async with self._slots.hold(run_source.get() or object(), run_client.get(), run_priority.get()):
             self.stats["runs"] += 1
             marks["slot"] = time.perf_counter()
             first = await self._pool.take()

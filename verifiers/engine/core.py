@@ -36,6 +36,7 @@ __all__ = ["Engine", "Prepared", "ResultHook", "Stage"]
 log = logging.getLogger(__name__)
 
 ResultHook = Callable[[str, Verdict], None]
+VerdictHook = Callable[[int, Verdict], None]  # an item's index in its request, and its final verdict
 
 
 class Stage(Protocol):
@@ -91,13 +92,14 @@ class Engine:
         self._report(prepared, verdict)
         return verdict
 
-    async def verify_many(self, items: Sequence[VerifyItem | Prepared],
-                          scope: CancelScope | None = None) -> list[Verdict]:
+    async def verify_many(self, items: Sequence[VerifyItem | Prepared], scope: CancelScope | None = None,
+                          on_verdict: VerdictHook | None = None) -> list[Verdict]:
         """Top-level items of one request, each reported to ``on_result`` once its final verdict is known. With
         ``scope``, cancelling it drops the items still queued and stops those running, each answered ``cancelled``;
-        the verdicts already decided are kept."""
+        the verdicts already decided are kept. ``on_verdict(index, verdict)`` is told each final verdict as soon as
+        it is decided (a group-level item's after its group's pass), for callers that stream them."""
         prepared = [self._prepared(i) for i in items]
-        verdicts = await self._evaluate_many(prepared, scope)
+        verdicts = await self._evaluate_many(prepared, scope, on_verdict)
         for p, verdict in zip(prepared, verdicts):
             self._report(p, verdict)
         return verdicts
@@ -134,24 +136,37 @@ class Engine:
             return await self._evaluate(p)
         return await scope.guard(self._evaluate(p), Verdict.cancelled)
 
-    async def _evaluate_many(self, prepared: Sequence[Prepared], scope: CancelScope | None = None) -> list[Verdict]:
+    async def _evaluate_many(self, prepared: Sequence[Prepared], scope: CancelScope | None = None,
+                             on_verdict: VerdictHook | None = None) -> list[Verdict]:
         out: list[Verdict | None] = [None] * len(prepared)
         waiting: list[int] = []
+
+        async def told(i: int) -> Verdict:
+            verdict = await self._evaluate_top(prepared[i], scope)
+            if on_verdict is not None and not prepared[i].verifier.group_level:
+                on_verdict(i, verdict)
+            return verdict
+
         for i, p in enumerate(prepared):
             if self._runs_inline(p):
-                out[i] = await self._evaluate_top(p, scope)  # completes without suspending: no task per item
+                out[i] = await told(i)  # completes without suspending: no task per item
             else:
                 waiting.append(i)
         # Concurrent process-mode items are coalesced into chunks by the pool, so a plain gather batches them.
-        for i, verdict in zip(waiting, await asyncio.gather(*(self._evaluate_top(prepared[i], scope)
-                                                                for i in waiting))):
+        for i, verdict in zip(waiting, await asyncio.gather(*(told(i) for i in waiting))):
             out[i] = verdict
         verdicts = [v for v in out if v is not None]
         if scope is not None and scope.cancelled:
             # the group pass needs every item of its group: a group-level item's reading is not its verdict
-            return [Verdict.cancelled(scope.reason) if p.verifier.group_level else v
-                    for p, v in zip(prepared, verdicts)]
-        return await finish_groups(self.context, prepared, verdicts)
+            verdicts = [Verdict.cancelled(scope.reason) if p.verifier.group_level else v
+                        for p, v in zip(prepared, verdicts)]
+        else:
+            verdicts = await finish_groups(self.context, prepared, verdicts)
+        if on_verdict is not None:
+            for i, p in enumerate(prepared):
+                if p.verifier.group_level:
+                    on_verdict(i, verdicts[i])
+        return verdicts
 
     def _runs_inline(self, p: Prepared) -> bool:
         """Cheap, linear-time checks on small inputs skip the process hop (see ``Verifier.inline_max_chars``)."""

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sandbox.api import run_priority
 from sandbox.spawn import start_process
 from verifiers.context import request_source
 from verifiers.engine.fairness import FairQueue, WorkerShares
@@ -98,6 +99,7 @@ class Job:
     messages: list[dict[str, Any]] | None = None
     tools: list[dict[str, Any]] | None = None
     source: str = ""
+    priority: int = 0  # higher runs first (sandbox.api.run_priority); sources take turns within a priority
     admitted: float = field(default_factory=time.monotonic)  # the deadline counts from here, queueing included
 
     def remaining(self) -> float:
@@ -145,7 +147,7 @@ class WorkerPool:
         self._tasks: set[asyncio.Task[None]] = set()
         self._retiring: set[_Worker] = set()  # killed, not yet reaped by their replacement task
         self._aside: set[_Worker] = set()  # running a slow check, already replaced (see _set_aside)
-        self._pending: FairQueue[tuple[Job, asyncio.Future[Verdict]]] = FairQueue()
+        self._pending: FairQueue[tuple[Job, asyncio.Future[Verdict]]] = FairQueue(lambda entry: entry[0].priority)
         self._shares = WorkerShares(self.size, max_chunk)
         self._wakeup = asyncio.Event()
         self._dispatcher: asyncio.Task[None] | None = None
@@ -248,6 +250,7 @@ class WorkerPool:
         future: asyncio.Future[Verdict] = asyncio.get_running_loop().create_future()
         if not job.source:
             job.source = request_source.get()
+            job.priority = run_priority.get()
         self._pending.append(job.source, (job, future))
         self._wakeup.set()
         if self._dispatcher is None or self._dispatcher.done():

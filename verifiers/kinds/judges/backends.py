@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from sandbox.api import run_client
+from sandbox.api import run_client, run_priority
 from verifiers.context import request_source
 from verifiers.kinds.http_calls import REFUSED_STATUS, RETRYABLE_STATUS, retry_after
 from verifiers.kinds.judges.ratelimit import Clock, Grant, LimiterStats, Limits, RateLimiter
@@ -175,7 +175,8 @@ class OpenAIChatBackend:
             wait = self._backoff(attempt)
             tokens = self.estimate(messages, sampling.max_tokens)
             try:
-                async with self.limiter.slot(request_source.get(), tokens, run_client.get()) as grant:
+                async with self.limiter.slot(request_source.get(), tokens, run_client.get(),
+                                             run_priority.get()) as grant:
                     response = await self._client.post("/chat/completions", json=payload)
                     body = self._charge(grant, messages, response)
             except httpx.TimeoutException:
