@@ -10,6 +10,7 @@ readers waiting for it (long-polls and result streams) and is written to the sto
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 import secrets
@@ -50,6 +51,7 @@ class JobRecord:
     created: float
     bodies: list[dict[str, Any]]  # the items as accepted: what the store keeps and a restart scores again
     results: list[dict[str, Any] | None]
+    texts: list[str | None] = field(default_factory=list)  # each result as JSON text: for the store and the stream
     order: list[int] = field(default_factory=list)  # indices in the order their verdicts were decided
     state: str = "queued"
     ended: float | None = None
@@ -66,11 +68,16 @@ class JobRecord:
     def unfinished(self) -> int:
         return len(self.results) - len(self.order)
 
-    def decided(self, index: int, result: dict[str, Any]) -> bool:
+    def __post_init__(self) -> None:
+        if not self.texts:
+            self.texts = [None] * len(self.results)
+
+    def decided(self, index: int, result: dict[str, Any], text: str | None = None) -> bool:
         """Record one verdict (once: a second for the same item is ignored); wakes every reader."""
         if self.results[index] is not None:
             return False
         self.results[index] = result
+        self.texts[index] = text if text is not None else json.dumps(result)
         self.order.append(index)
         if self.state == "queued":
             self.state = "running"
@@ -106,7 +113,7 @@ class JobManager:
         self.jobs: dict[str, JobRecord] = {}
         self.store: JobStore | None = None
         self.engine: Engine | None = None
-        self._unwritten: list[tuple[str, int, dict[str, Any]]] = []
+        self._unwritten: list[tuple[str, int, str]] = []
         self._flush_handle: asyncio.TimerHandle | None = None
         self._janitor: asyncio.Task[None] | None = None
         self.queued_items = 0  # items of unfinished jobs still without a verdict
@@ -173,7 +180,7 @@ class JobManager:
                         bodies, [None] * n)
         if self.store is not None:
             self.store.add(StoredJob(job.id, client, priority, job.tags, job.created, None, "queued", bodies,
-                                     job.results))
+                                     job.results, job.texts))
         self._admit(job, list(range(n)), prepared)
         return job
 
@@ -187,9 +194,10 @@ class JobManager:
         """A job read back from the store: finished verdicts served as they were, the rest scored again."""
         job = JobRecord(stored.id, stored.client, stored.priority, stored.tags, stored.created, stored.bodies,
                         [None] * len(stored.bodies), ended=stored.ended)
-        for i, result in enumerate(stored.results):
+        for i, (result, text) in enumerate(zip(stored.results, stored.texts)):
             if result is not None:
                 job.results[i] = result
+                job.texts[i] = text
                 job.order.append(i)
         todo = [i for i, r in enumerate(job.results) if r is None]
         if not todo:
@@ -238,7 +246,7 @@ class JobManager:
             result = self.to_result(prepared[k], verdict)
             if job.decided(todo[k], result):
                 self.queued_items -= 1
-                self._write(job.id, todo[k], result)
+                self._write(job.id, todo[k], job.texts[todo[k]])
 
         try:
             await self.engine.verify_many(prepared, job.scope, on_verdict=decided)
@@ -260,10 +268,10 @@ class JobManager:
             self.store.set_state(job.id, state, job.ended)
         job.wake()
 
-    def _write(self, job: str, index: int, result: dict[str, Any]) -> None:
-        if self.store is None:
+    def _write(self, job: str, index: int, text: str | None) -> None:
+        if self.store is None or text is None:
             return
-        self._unwritten.append((job, index, result))
+        self._unwritten.append((job, index, text))
         if self._flush_handle is None:
             self._flush_handle = asyncio.get_running_loop().call_later(FLUSH_S, self.flush)
 
@@ -307,7 +315,7 @@ class JobManager:
         while not job.finished and (left := deadline - time.monotonic()) > 0:
             await job.changed(left)
 
-    async def stream(self, job: JobRecord, after: int = 0) -> AsyncIterator[tuple[int, dict[str, Any]]]:
+    async def stream(self, job: JobRecord, after: int = 0) -> AsyncIterator[tuple[int, str]]:
         """Each verdict as it is decided, from the ``after``-th decided on, until the job ends. What it hands out
         is in the store first, so a verdict a client has seen is never decided again after a restart."""
         seen = max(0, after)
@@ -317,9 +325,9 @@ class JobManager:
             while seen < len(job.order):
                 index = job.order[seen]
                 seen += 1
-                result = job.results[index]
-                assert result is not None
-                yield index, result
+                text = job.texts[index]
+                assert text is not None
+                yield index, text
             if job.finished:
                 return
             await job.changed(30.0)

@@ -51,6 +51,7 @@ class StoredJob:
     state: str
     bodies: list[dict[str, Any]]
     results: list[dict[str, Any] | None]
+    texts: list[str | None]  # the results as stored (JSON text)
 
 
 class JobStore:
@@ -75,11 +76,12 @@ class JobStore:
             self.db.executemany("INSERT INTO items VALUES (?, ?, ?, NULL)",
                                 ((job.id, i, json.dumps(body)) for i, body in enumerate(job.bodies)))
 
-    def put_verdicts(self, rows: Iterable[tuple[str, int, dict[str, Any]]]) -> None:
+    def put_verdicts(self, rows: Iterable[tuple[str, int, str]]) -> None:
+        """(job, index, the verdict as JSON text) rows."""
         with self.db:
             self.db.execute("BEGIN")
             self.db.executemany("UPDATE items SET result = ? WHERE job = ? AND idx = ?",
-                                ((json.dumps(result), job, idx) for job, idx, result in rows))
+                                ((text, job, idx) for job, idx, text in rows))
 
     def set_state(self, job: str, state: str, ended: float | None) -> None:
         with self.db:
@@ -99,8 +101,10 @@ class JobStore:
         for jid, client, priority, tags, created, ended, state, n in rows:
             bodies: list[dict[str, Any]] = [{} for _ in range(n)]
             results: list[dict[str, Any] | None] = [None] * n
+            texts: list[str | None] = [None] * n
             for idx, body, result in self.db.execute("SELECT idx, body, result FROM items WHERE job = ?", (jid,)):
                 if 0 <= idx < n:
                     bodies[idx] = json.loads(body)
                     results[idx] = json.loads(result) if result is not None else None
-            yield StoredJob(jid, client, priority, json.loads(tags), created, ended, state, bodies, results)
+                    texts[idx] = result
+            yield StoredJob(jid, client, priority, json.loads(tags), created, ended, state, bodies, results, texts)

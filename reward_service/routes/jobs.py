@@ -9,24 +9,22 @@ with ``?after=N`` (the number of lines it already has).
 """
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 
 from reward_service.deps import AdmissionDep, ServicesDep, SettingsDep
 from reward_service.errors import ApiError
 from reward_service.jobs.manager import JobManager, JobRecord
-from reward_service.routes.verify import check_limits, group_stats, prepare_items, starting_engine, to_result
+from reward_service.routes.verify import check_limits, group_stats, prepare_items, result_dict, starting_engine
 from reward_service.schemas.jobs import JobIn, JobOut, JobsDeleted
 from reward_service.schemas.verify import VerifyItemIn, VerifyRequest
 from reward_service.settings import Settings
 from sandbox.api import run_client
 from verifiers.base import Prepared
 from verifiers.engine import Engine
-from verifiers.types import Verdict
 
 router = APIRouter(tags=["jobs"])
 
@@ -40,15 +38,12 @@ def open_manager(settings: Settings, engine: Engine) -> JobManager:
     def prepare(bodies: list[dict[str, Any]]) -> list[Prepared]:
         return prepare_items(engine, VerifyRequest(items=[VerifyItemIn.model_validate(b) for b in bodies]))
 
-    def result(p: Prepared, verdict: Verdict) -> dict[str, Any]:
-        return to_result(p, verdict).model_dump()
-
     def finish(job: JobRecord) -> None:
         groups = [b.get("group") for b in job.bodies]
         if any(g is not None for g in groups):
             job.groups = group_stats(groups, [r["score"] if r is not None else None for r in job.results])
 
-    return JobManager(settings.jobs, prepare, result, finish)
+    return JobManager(settings.jobs, prepare, result_dict, finish)
 
 
 def _manager(services: ServicesDep) -> JobManager:
@@ -78,17 +73,21 @@ def job_out(manager: JobManager, job: JobRecord, results: bool = True) -> dict[s
 
 
 @router.post("/v1/jobs", status_code=202, response_model=JobOut)
-async def submit(body: JobIn, settings: SettingsDep, gate: AdmissionDep, services: ServicesDep) -> dict[str, Any]:
-    request = VerifyRequest(items=body.items)
-    check_limits(settings.limits, request)
+async def submit(body: JobIn, settings: SettingsDep, gate: AdmissionDep, services: ServicesDep,
+                 request: Request) -> dict[str, Any]:
+    batch = VerifyRequest(items=body.items)
+    check_limits(settings.limits, batch)
     for i, tag in enumerate(body.tags):
         if not tag or len(tag) > settings.limits.max_id_chars:
             raise ApiError(422, f"tags[{i}] must have 1 to {settings.limits.max_id_chars} characters",
                            loc=["tags", i])
-    prepared = prepare_items(starting_engine(gate), request)
+    prepared = prepare_items(starting_engine(gate), batch)
     gate.ready()  # 503 while draining
     manager = _manager(services)
-    bodies = [item.model_dump(mode="json", exclude_unset=True) for item in body.items]
+    raw = await request.json()  # the items as sent (parsed once already, and checked above): what the store keeps
+    sent = raw.get("items") if isinstance(raw, dict) else None
+    bodies = sent if isinstance(sent, list) and len(sent) == len(body.items) else \
+        [i.model_dump(mode="json", exclude_unset=True) for i in body.items]
     client = run_client.get()
     job = manager.submit(str(client) if client is not None else "", body.priority, body.tags, bodies, prepared)
     return job_out(manager, job, results=False)
@@ -116,8 +115,8 @@ async def results(job_id: str, services: ServicesDep,
 
     async def lines() -> AsyncIterator[bytes]:
         batch: list[bytes] = []
-        async for index, result in manager.stream(job, after):
-            batch.append(json.dumps({"index": index, **result}).encode() + b"\n")
+        async for index, text in manager.stream(job, after):
+            batch.append(f'{{"index": {index}, {text[1:]}\n'.encode())
             if len(batch) >= 64 or index == job.order[-1]:  # what is decided now goes out in one write
                 yield b"".join(batch)
                 batch = []

@@ -151,6 +151,13 @@ def to_result(p: Prepared, verdict: Verdict) -> VerifyResult:
     )
 
 
+def result_dict(p: Prepared, verdict: Verdict) -> dict[str, Any]:
+    """``to_result(p, verdict).model_dump()`` without building the model: the streams and jobs make one per item."""
+    return {"id": p.item.id, "verifier": p.item.verifier, "score": verdict.score, "status": verdict.status.value,
+            "reason": verdict.reason, "details": verdict.details, "elapsed_ms": round(verdict.elapsed_ms, 3),
+            "turn_scores": verdict.turn_scores}
+
+
 def starting_engine(gate: AdmissionGate) -> Engine:
     """The engine, or 503 "server is starting" before the lifespan opened the runtime (draining is refused later,
     by ``run_admitted``)."""
@@ -192,7 +199,7 @@ def stream_verdicts(gate: AdmissionGate, prepared: list[Prepared], body: VerifyR
     task = asyncio.create_task(work())
 
     def line(i: int, verdict: Verdict) -> bytes:
-        return json.dumps({"index": i, **to_result(prepared[i], verdict).model_dump()}).encode() + b"\n"
+        return json.dumps({"index": i, **result_dict(prepared[i], verdict)}).encode() + b"\n"
 
     async def lines() -> AsyncIterator[bytes]:
         try:
