@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import signal
+import sqlite3
 import time
 import uuid
 from pathlib import Path
@@ -213,3 +214,17 @@ def test_each_jobs_limit_refuses_a_client_that_tries_to_exceed_it(tmp_path: Path
         assert bad_tag.status_code == 422
         bad_priority = c.post("/v1/jobs", json={"items": [quick(0)], "priority": "urgent"})
         assert bad_priority.status_code == 422
+
+
+def test_results_are_kept_for_the_ttl_then_dropped_from_memory_and_store(tmp_path: Path) -> None:
+    store = tmp_path / "ttl.sqlite3"
+    env = {"REWARD_SERVICE_JOBS_TTL_S": "2", "REWARD_SERVICE_JOBS_STORE": str(store),
+           "REWARD_SERVICE_SANDBOX_BACKEND": "none"}
+    with run_server(tmp_path, env) as srv, srv.client() as c:
+        job = submit(c, [quick(0)])
+        body = finished(c, job)
+        assert body["expires"] == pytest.approx(body["ended"] + 2)
+        assert c.get(f"/v1/jobs/{job}").status_code == 200  # kept while the TTL runs
+        wait_until(lambda: c.get(f"/v1/jobs/{job}").status_code == 404, 30, "the results expired")
+    with sqlite3.connect(store) as db:
+        assert db.execute("SELECT COUNT(*) FROM items").fetchone() == (0,)
