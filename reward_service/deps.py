@@ -71,6 +71,8 @@ class Services:
             log.warning("shutdown: cancelling %d request(s) still running after %gs", len(left), grace_s)
         for scope in left:
             scope.cancel(SHUTTING_DOWN)
+        if self.jobs is not None:
+            self.jobs.let_readers_go()
         if self.in_flight:  # cancelled work answers at once; this bounds a stuck one
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.idle.wait(), 10.0)

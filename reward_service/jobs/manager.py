@@ -116,6 +116,7 @@ class JobManager:
         self._unwritten: list[tuple[str, int, str]] = []
         self._flush_handle: asyncio.TimerHandle | None = None
         self._janitor: asyncio.Task[None] | None = None
+        self.closing = False  # the server is shutting down: readers are let go (they resume after the restart)
         self.queued_items = 0  # items of unfinished jobs still without a verdict
         self.held_items = 0  # items of every job held (unfinished, or finished within the TTL)
 
@@ -138,9 +139,17 @@ class JobManager:
                 self.store.delete(expired)
         self._janitor = asyncio.create_task(self._expire_loop())
 
+    def let_readers_go(self) -> None:
+        """Shutdown: end every result stream and long-poll now, so open streams do not hold the server up; a
+        client reads on with ``?after=`` once the server is back."""
+        self.closing = True
+        for job in self.jobs.values():
+            job.wake()
+
     async def close(self) -> None:
         """Stop every running job. With the store on they stay unfinished there and go on after a restart; their
         verdicts decided so far are written first."""
+        self.let_readers_go()
         if self._janitor is not None:
             self._janitor.cancel()
         running = [job for job in self.jobs.values() if job.task is not None and not job.task.done()]
@@ -312,7 +321,7 @@ class JobManager:
     async def wait(self, job: JobRecord, within_s: float) -> None:
         """Until the job ends, at most ``within_s`` seconds."""
         deadline = time.monotonic() + within_s
-        while not job.finished and (left := deadline - time.monotonic()) > 0:
+        while not job.finished and not self.closing and (left := deadline - time.monotonic()) > 0:
             await job.changed(left)
 
     async def stream(self, job: JobRecord, after: int = 0) -> AsyncIterator[tuple[int, str]]:
@@ -328,7 +337,7 @@ class JobManager:
                 text = job.texts[index]
                 assert text is not None
                 yield index, text
-            if job.finished:
+            if job.finished or self.closing:
                 return
             await job.changed(30.0)
 

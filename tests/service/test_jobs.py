@@ -228,3 +228,28 @@ def test_results_are_kept_for_the_ttl_then_dropped_from_memory_and_store(tmp_pat
         wait_until(lambda: c.get(f"/v1/jobs/{job}").status_code == 404, 30, "the results expired")
     with sqlite3.connect(store) as db:
         assert db.execute("SELECT COUNT(*) FROM items").fetchone() == (0,)
+
+
+def test_sigterm_lets_result_streams_go_and_the_job_goes_on_after_the_restart(tmp_path: Path) -> None:
+    env = {"REWARD_SERVICE_JOBS_STORE": str(tmp_path / "jobs.sqlite3"), "REWARD_SERVICE_SHUTDOWN_GRACE_S": "1",
+           "REWARD_SERVICE_SANDBOX_BACKEND": "none"}
+    server = Restarter(tmp_path, env)
+    srv = server.start()
+    try:
+        with srv.client() as c:
+            job = submit(c, [quick(0), slow(1, 4)])
+            with c.stream("GET", f"/v1/jobs/{job}/results") as r:
+                lines = r.iter_lines()
+                assert json.loads(next(lines))["id"] == "q0"
+                srv.proc.send_signal(signal.SIGTERM)
+                rest = list(lines)  # the stream ends with the shutdown, not with the job
+            assert not [line for line in rest if line]
+        # the server did not wait out its backstop (shutdown_grace_s + 15 s) for the open stream
+        assert srv.proc.wait(timeout=12) is not None
+        server.stop()
+        srv = server.start()
+        with srv.client() as c:
+            body = finished(c, job)
+        assert body["state"] == "done" and [r["status"] for r in body["results"]] == ["ok", "ok"]
+    finally:
+        server.stop()
