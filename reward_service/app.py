@@ -18,13 +18,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from reward_service import __version__
 from reward_service.admission import Admission
-from reward_service.deps import Services
+from reward_service.deps import SHUTTING_DOWN, Services
 from reward_service.errors import install_error_handlers
 from reward_service.logs import request_id_var
 from reward_service.metrics import Metrics
 from reward_service.middleware import BodySizeLimit, TokenGate
 from reward_service.resources.runtime import Runtime
-from reward_service.routes import audit, envs, health, openrlhf, prm, sandbox, sandboxfusion, verify
+from reward_service.routes import audit, envs, health, jobs, openrlhf, prm, sandbox, sandboxfusion, verify
 from reward_service.schemas.item_limits import reject_lone_surrogates
 from reward_service.settings import Settings
 from sandbox.api import run_client, run_source
@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 ROUTERS: tuple[APIRouter, ...] = (
     health.router,
     verify.router,
+    jobs.router,
     audit.router,
     prm.router,
     openrlhf.router,
@@ -144,6 +145,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         async with Runtime.open(settings, on_result=on_result) as runtime:
+            manager = jobs.open_manager(settings, runtime.engine)
+            await manager.start(runtime.engine)
             services.runtime = runtime
             # What start-up built (modules, the registry, parsers' tables: a quarter of a million objects) lives as
             # long as the process: kept out of the collector's full passes, which a request parsing a large body
@@ -152,11 +155,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             gc.freeze()
             if runtime.environments is not None:
                 runtime.environments.observer = metrics
+            services.jobs = manager
             log.info("reward-service %s ready on %s:%s", __version__, settings.server.host, settings.server.port)
             try:
                 yield
             finally:
                 services.admission.draining = True
+                for scope in list(services.in_flight):  # a server that did not drain first (not ``serve``'s)
+                    scope.cancel(SHUTTING_DOWN)
+                services.jobs = None
+                await manager.close()
                 services.runtime = None
                 gc.unfreeze()
 

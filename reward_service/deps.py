@@ -6,11 +6,18 @@ Routes declare what they need as parameters (``services: ServicesDep``, ``settin
 ``app.dependency_overrides``. None of these raise: readiness and admission are checked where the route calls
 ``gate.ready()`` / ``gate.admit(n)``, after the body has been validated. They are ``async def`` although they never
 await: FastAPI runs a plain ``def`` dependency in a worker thread, a hop per request for a dictionary look-up.
+
+``ScopeDep`` is the request's cancellation scope: cancelled when the client disconnects (its queued items are
+dropped, its running checks and programs killed) or when a shutdown's drain runs out (``Services.drain``).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Annotated
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, Request
 
@@ -18,6 +25,15 @@ from reward_service.admission import Admission, AdmissionGate
 from reward_service.metrics import Metrics
 from reward_service.resources.runtime import Runtime
 from reward_service.settings import Settings
+from verifiers.engine.cancel import CancelScope
+
+if TYPE_CHECKING:
+    from reward_service.jobs.manager import JobManager
+
+log = logging.getLogger(__name__)
+
+DISCONNECTED = "the client disconnected before its answer was ready"
+SHUTTING_DOWN = "the server is shutting down and its drain time (shutdown_grace_s) ran out"
 
 
 @dataclass
@@ -29,6 +45,38 @@ class Services:
     metrics: Metrics
     admission: Admission
     runtime: Runtime | None = None
+    jobs: JobManager | None = None  # set while the lifespan runs, as ``runtime``
+    in_flight: set[CancelScope] = field(default_factory=set)  # the scopes of the requests now running
+    idle: asyncio.Event = field(default_factory=asyncio.Event)  # set while ``in_flight`` is empty
+
+    def started(self, scope: CancelScope) -> None:
+        self.in_flight.add(scope)
+        self.idle.clear()
+
+    def ended(self, scope: CancelScope) -> None:
+        self.in_flight.discard(scope)
+        if not self.in_flight:
+            self.idle.set()
+
+    async def drain(self, grace_s: float) -> int:
+        """Shutdown's first step: refuse new work (503), give the work in flight up to ``grace_s`` seconds to end,
+        then cancel what is left (each unfinished item answered ``cancelled``, its programs killed) and wait for
+        those answers to go out. Returns how many requests were cancelled."""
+        self.admission.draining = True
+        if self.in_flight:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.idle.wait(), grace_s)
+        left = list(self.in_flight)
+        if left:
+            log.warning("shutdown: cancelling %d request(s) still running after %gs", len(left), grace_s)
+        for scope in left:
+            scope.cancel(SHUTTING_DOWN)
+        if self.jobs is not None:
+            self.jobs.let_readers_go()
+        if self.in_flight:  # cancelled work answers at once; this bounds a stuck one
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.idle.wait(), 10.0)
+        return len(left)
 
 
 async def get_services(request: Request) -> Services:
@@ -54,3 +102,27 @@ async def get_admission(services: ServicesDep) -> AdmissionGate:
 
 
 AdmissionDep = Annotated[AdmissionGate, Depends(get_admission)]
+
+
+async def _cancel_on_disconnect(request: Request, scope: CancelScope) -> None:
+    """Wait for the ASGI ``http.disconnect`` (the body was read before the route ran, so the next message is the
+    client going away): a wait on the server's event, no polling."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            scope.cancel(DISCONNECTED)
+            return
+
+
+async def request_scope(request: Request, services: ServicesDep) -> AsyncIterator[CancelScope]:
+    scope = CancelScope()
+    watcher = asyncio.ensure_future(_cancel_on_disconnect(request, scope))
+    services.started(scope)
+    try:
+        yield scope
+    finally:
+        services.ended(scope)
+        watcher.cancel()
+
+
+ScopeDep = Annotated[CancelScope, Depends(request_scope)]

@@ -46,7 +46,9 @@ class ServerSettings(Block):
     port: int = Field(8000, ge=0, le=65535)
     log_level: str = "INFO"
     log_json: bool = Field(True, description="One JSON object per log line.")
-    shutdown_grace_s: float = Field(30.0, ge=0, description="How long shutdown waits for in-flight work.")
+    shutdown_grace_s: float = Field(
+        30.0, ge=0, description="How long SIGTERM lets in-flight work finish before the rest is cancelled (its "
+        "items answered 'cancelled', its programs killed).")
 
 
 class AuthSettings(Block):
@@ -241,6 +243,23 @@ class EnvironmentsSettings(Block):
     sql_max_rows: int = Field(200, ge=1, description="Rows one sql step returns at most.")
 
 
+class JobsSettings(Block):
+    """Jobs (``/v1/jobs``): batches accepted at once and scored in the background (docs/api.md#jobs)."""
+
+    prefix = "jobs_"
+    store: str = Field(
+        "~/.local/state/reward-service/jobs.sqlite3",
+        description="SQLite file keeping accepted items and finished verdicts, so jobs survive a restart; 'off' or "
+        "empty: memory only (after a restart a job's id answers 410 'lost').")
+    ttl_s: float = Field(3600.0, gt=0, description="How long a job's results are kept after its last verdict.")
+    max_jobs_per_client: int = Field(64, ge=1, description="Unfinished jobs one client may have; beyond: 429.")
+    max_queued_items: int = Field(
+        100_000, ge=1, description="Items of unfinished jobs not yet decided, all clients together; beyond: 429 "
+        "(413 for one job larger than it).")
+    max_stored_results: int = Field(
+        1_000_000, ge=1, description="Items held (unfinished jobs, and finished ones until their TTL); beyond: 429.")
+
+
 # Block name -> its model: the fields of ``Settings``, in this order.
 BLOCKS: dict[str, type[Block]] = {
     "server": ServerSettings,
@@ -257,6 +276,7 @@ BLOCKS: dict[str, type[Block]] = {
     "shaping": ShapingSettings,
     "sql": SqlSettings,
     "environments": EnvironmentsSettings,
+    "jobs": JobsSettings,
 }
 
 # Flat name (file key; environment variable without the prefix, lower case) -> (block, field).
@@ -329,6 +349,7 @@ class Settings(BaseSettings):
     shaping: ShapingSettings = Field(default_factory=ShapingSettings)
     sql: SqlSettings = Field(default_factory=SqlSettings)
     environments: EnvironmentsSettings = Field(default_factory=EnvironmentsSettings)
+    jobs: JobsSettings = Field(default_factory=JobsSettings)
 
     @classmethod
     def settings_customise_sources(

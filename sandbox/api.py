@@ -17,6 +17,9 @@ from dataclasses import dataclass, field, replace
 # from (the server sets the peer's address). Unset, each call is a source of its own.
 run_source: contextvars.ContextVar[Hashable | None] = contextvars.ContextVar("sandbox_run_source", default=None)
 run_client: contextvars.ContextVar[Hashable | None] = contextvars.ContextVar("sandbox_run_client", default=None)
+# How urgent these runs are: waiters of a higher priority are served before any of a lower one, and only then in
+# turns between clients and sources (the server sets it from a job's priority: low -1, normal 0, high 1).
+run_priority: contextvars.ContextVar[int] = contextvars.ContextVar("sandbox_run_priority", default=0)
 
 
 class RunStatus(str, enum.Enum):
@@ -27,6 +30,7 @@ class RunStatus(str, enum.Enum):
     MEMORY_EXCEEDED = "memory_exceeded"
     OUTPUT_EXCEEDED = "output_exceeded"  # stdout/stderr over the cap (output truncated)
     SANDBOX_ERROR = "sandbox_error"  # the sandbox itself failed; never the program's fault
+    CANCELLED = "cancelled"  # stopped before it ended (client gone, server shutting down); the program was killed
 
 
 @dataclass

@@ -7,7 +7,8 @@ the request id) and the client it belongs to with ``sandbox.api.run_client`` (th
 go to clients in order, and a client's turn to its sources in order: a client sending 50 requests at once gets the same
 share as one sending a single request, and its own small request is not stuck behind its own big one. Runs with no
 source each count as a source of their own (``run_many`` makes one per call), and a source with no client as a client of
-its own. Kept free of the server and the verifiers: the sandbox package imports neither.
+its own. Waiters of a higher priority (a high-priority job's runs) go before every waiter of a lower one; the turns
+above hold within a priority. Kept free of the server and the verifiers: the sandbox package imports neither.
 """
 from __future__ import annotations
 
@@ -53,34 +54,48 @@ class _Client:
             self.turns.remove(source)
 
 
+class _Level:
+    """The waiters of one priority: clients in turn, each client's sources in turn."""
+
+    __slots__ = ("clients", "turns")
+
+    def __init__(self) -> None:
+        self.clients: dict[Hashable, _Client] = {}
+        self.turns: deque[Hashable] = deque()  # clients with waiters, in the order they are served next
+
+
 class FairSlots:
-    """A semaphore whose waiters are served one per client in turn, then one per source of that client in turn."""
+    """A semaphore whose waiters are served highest priority first (``sandbox.api.run_priority``), then one per
+    client in turn, then one per source of that client in turn."""
 
     def __init__(self, slots: int) -> None:
         self._free = slots
-        self._clients: dict[Hashable, _Client] = {}
-        self._turns: deque[Hashable] = deque()  # clients with waiters, in the order they are served next
+        self._levels: dict[int, _Level] = {}  # priorities with waiters
 
     def waiting(self) -> int:
-        return sum(len(q) for c in self._clients.values() for q in c.waiting.values())
+        return sum(len(q) for level in self._levels.values() for c in level.clients.values()
+                   for q in c.waiting.values())
 
     @asynccontextmanager
-    async def hold(self, source: Hashable, client: Hashable | None = None) -> AsyncIterator[None]:
-        await self._acquire(source, source if client is None else client)
+    async def hold(self, source: Hashable, client: Hashable | None = None, priority: int = 0) -> AsyncIterator[None]:
+        await self._acquire(source, source if client is None else client, priority)
         try:
             yield
         finally:
             self._release()
 
-    async def _acquire(self, source: Hashable, client: Hashable) -> None:
-        if self._free > 0 and not self._turns:
+    async def _acquire(self, source: Hashable, client: Hashable, priority: int) -> None:
+        if self._free > 0 and not self._levels:
             self._free -= 1
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        waiting = self._clients.get(client)
+        level = self._levels.get(priority)
+        if level is None:
+            level = self._levels[priority] = _Level()
+        waiting = level.clients.get(client)
         if waiting is None:
-            waiting = self._clients[client] = _Client()
-            self._turns.append(client)
+            waiting = level.clients[client] = _Client()
+            level.turns.append(client)
         waiting.add(source, fut)
         try:
             await fut
@@ -88,27 +103,34 @@ class FairSlots:
             if fut.done() and not fut.cancelled():
                 self._release()  # granted just as the waiter was cancelled: pass the slot on
             else:
-                self._forget(client, source, fut)
+                self._forget(priority, client, source, fut)
             raise
 
-    def _forget(self, client: Hashable, source: Hashable, fut: asyncio.Future[None]) -> None:
-        waiting = self._clients.get(client)
-        if waiting is None:
+    def _forget(self, priority: int, client: Hashable, source: Hashable, fut: asyncio.Future[None]) -> None:
+        level = self._levels.get(priority)
+        waiting = level.clients.get(client) if level is not None else None
+        if level is None or waiting is None:
             return
         waiting.forget(source, fut)
         if not waiting.turns:
-            del self._clients[client]
-            self._turns.remove(client)
+            del level.clients[client]
+            level.turns.remove(client)
+            if not level.turns:
+                del self._levels[priority]
 
     def _release(self) -> None:
-        while self._turns:
-            client = self._turns.popleft()
-            waiting = self._clients[client]
+        while self._levels:
+            priority = max(self._levels)
+            level = self._levels[priority]
+            client = level.turns.popleft()
+            waiting = level.clients[client]
             fut = waiting.next()
             if waiting.turns:
-                self._turns.append(client)
+                level.turns.append(client)
             else:
-                del self._clients[client]
+                del level.clients[client]
+            if not level.turns:
+                del self._levels[priority]
             if not fut.done():
                 fut.set_result(None)
                 return

@@ -21,6 +21,7 @@ class Status(str, enum.Enum):
     UNAVAILABLE = "unavailable"  # a backend (judge, sandbox, model) is down: score null
     NO_CONSENSUS = "no_consensus"  # a label-free group has no clear majority answer (tie, weak plurality): score null
     GROUP_TOO_SMALL = "group_too_small"  # too few readable answers in the group to vote on: score null
+    CANCELLED = "cancelled"  # stopped before it was decided (client gone, job deleted, server shutting down): null
 
     @property
     def scored(self) -> bool:
@@ -82,6 +83,10 @@ class Verdict:
     @classmethod
     def unavailable(cls, reason: str, **details: Any) -> Verdict:
         return cls(Status.UNAVAILABLE, None, reason, details)
+
+    @classmethod
+    def cancelled(cls, reason: str, **details: Any) -> Verdict:
+        return cls(Status.CANCELLED, None, reason, details)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {

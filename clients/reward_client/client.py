@@ -10,10 +10,13 @@ requests (see ``reward_client.coalesce``).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
+import functools
 import os
 import threading
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from typing import Any, TypeVar, Union
 
 import httpx
@@ -22,6 +25,7 @@ from reward_client.coalesce import Coalescer, LoopThread
 from reward_client.errors import RequestRejected
 from reward_client.instances import Pool, check_urls
 from reward_client.items import Payload, PrmItem, SandboxRun, VerifyItem, to_wire
+from reward_client.jobs import Submission, check_priority, run_jobs
 from reward_client.protocol import (
     ClientConfig,
     Contact,
@@ -92,6 +96,16 @@ def shared_coalescer(config: ClientConfig) -> Coalescer:
         if key not in _shared:
             _shared[key] = Coalescer(config, connect)
         return _shared[key]
+
+
+def _mirror(out: concurrent.futures.Future[Any], fut: asyncio.Future[Any]) -> None:
+    """Copy an asyncio future's outcome (on the client's loop thread) to a thread-safe one."""
+    if fut.cancelled():
+        out.cancel()
+    elif fut.exception() is not None:
+        out.set_exception(fut.exception())
+    else:
+        out.set_result(fut.result())
 
 
 def _coalescer(config: ClientConfig, coalesce: bool, window_s: float | None, transport: Any) -> Coalescer | None:
@@ -242,6 +256,24 @@ class RewardClient:
         except httpx.TransportError:
             return False
 
+    def submit(self, items: Sequence[VerifyItem | Payload], *, priority: str = "normal", tags: Sequence[str] = (),
+               chunk_size: int | None = None) -> Submission:
+        """Score ``items`` as jobs (``/v1/jobs``) over this client's instances; returns once they are accepted, with
+        one ``concurrent.futures.Future`` per item that resolves as its verdict streams in, so the caller goes on
+        (generating) meanwhile. ``priority``: high, normal or low; ``tags`` label the jobs (a step, a run) for a
+        delete by tag. ``submission.cancel()`` deletes them."""
+        async def go() -> tuple[Submission, list[concurrent.futures.Future[VerifyResult]]]:
+            sub = await self._pooled().submit(items, priority=priority, tags=tags, chunk_size=chunk_size)
+            mirrored: list[concurrent.futures.Future[VerifyResult]] = []
+            for fut in sub.futures:
+                out: concurrent.futures.Future[VerifyResult] = concurrent.futures.Future()
+                fut.add_done_callback(functools.partial(_mirror, out))
+                mirrored.append(out)
+            return sub, mirrored
+
+        sub, mirrored = self._on_loop(go())
+        return Submission(mirrored, sub.jobs, lambda: self._on_loop(sub.cancel()))
+
     def close(self) -> None:
         if self.coalescer is not None:
             self.coalescer.close()
@@ -289,6 +321,8 @@ class AsyncRewardClient:
                                        **{**self.config.http_kwargs(), "base_url": urls[0]})
         self._contact = Contact(self.config.base_url, self.config.retry)
         self._gate: asyncio.Semaphore | None = None  # made on first use, inside the caller's event loop
+        self._instances: dict[str, AsyncRewardClient] = {}  # one client per URL, for jobs (``_single``)
+        self._jobs: set[asyncio.Future[None]] = set()  # submissions still reading their streams
 
     async def _request(self, method: str, path: str, json: Any = None) -> Any:
         if self.pool is not None:
@@ -385,7 +419,64 @@ class AsyncRewardClient:
         body = await self._request("GET", "/v1/verifiers")
         return body.get("verifiers", body) if isinstance(body, dict) else body
 
+    @contextlib.asynccontextmanager
+    async def stream_lines(self, path: str, params: dict[str, Any]) -> AsyncIterator[tuple[int, AsyncIterator[str]]]:
+        """A streamed GET of this client's first URL: its status and its lines (no read timeout: a stream waits for
+        verdicts as long as they take)."""
+        timeout = httpx.Timeout(self._http.timeout.connect or 30.0, read=None)
+        async with self._http.stream("GET", path, params=params, timeout=timeout) as response:
+            yield response.status_code, response.aiter_lines()
+
+    def _single(self, url: str) -> AsyncRewardClient:
+        """A client of one of this client's URLs (a job's results are read where it was accepted)."""
+        if len(self.config.urls) == 1:
+            return self
+        one = self._instances.get(url)
+        if one is None:
+            c = self.config
+            one = self._instances[url] = AsyncRewardClient(url, token=c.token, timeout=c.timeout, retry=c.retry,
+                                                           chunk_size=c.chunk_size, headers=c.headers)
+        return one
+
+    async def submit(self, items: Sequence[VerifyItem | Payload], *, priority: str = "normal",
+                     tags: Sequence[str] = (), chunk_size: int | None = None) -> Submission:
+        """Score ``items`` as jobs; returns once they are accepted, with one ``asyncio.Future`` per item that
+        resolves as its verdict streams in (``reward_client.jobs``). ``priority``: high, normal or low."""
+        check_priority(priority)
+        wire = [to_wire(i) for i in items]
+        loop = asyncio.get_running_loop()
+        futures: list[asyncio.Future[VerifyResult]] = [loop.create_future() for _ in wire]
+        jobs: list[tuple[str, str]] = []
+
+        def deliver(i: int, result: VerifyResult) -> None:
+            if not futures[i].done():
+                futures[i].set_result(result)
+
+        def fail(i: int, exc: BaseException) -> None:
+            if not futures[i].done():
+                futures[i].set_exception(exc)
+
+        accepted = asyncio.Event()
+        instances = [self._single(u) for u in self.config.urls]
+        task = asyncio.ensure_future(run_jobs(instances, wire, chunk_size or self.config.chunk_size, priority,
+                                              list(tags), deliver, fail, jobs, accepted))
+        self._jobs.add(task)
+        task.add_done_callback(self._jobs.discard)
+        waiter = asyncio.ensure_future(accepted.wait())
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+
+        async def cancel() -> None:
+            for url, job in list(jobs):
+                await self._single(url).request_json("DELETE", f"/v1/jobs/{job}")
+
+        return Submission(list(futures), jobs, cancel)
+
     async def aclose(self) -> None:
+        for task in list(self._jobs):
+            task.cancel()
+        for one in self._instances.values():
+            await one.aclose()
         if self.coalescer is not None:
             await asyncio.to_thread(self.coalescer.close)
         if self.pool is not None:

@@ -30,15 +30,29 @@ def serve(
 
     settings = load_settings(config, host=host, port=port)
     configure_logging(settings.server.log_level, settings.server.log_json)
-    uvicorn.run(
-        create_app(settings),
+    app = create_app(settings)
+    grace = settings.server.shutdown_grace_s
+
+    class DrainingServer(uvicorn.Server):
+        """On SIGTERM/SIGINT: stop accepting, drain the work in flight for ``shutdown_grace_s``, cancel what is left
+        with named statuses (``Services.drain``), then uvicorn's own shutdown, whose backstop comes after ours."""
+
+        async def shutdown(self, sockets: Any = None) -> None:
+            for server in self.servers:
+                server.close()
+            await app.state.services.drain(grace)
+            await super().shutdown(sockets)
+
+    config_ = uvicorn.Config(
+        app,
         host=settings.server.host,
         port=settings.server.port,
         log_config=None,
-        timeout_graceful_shutdown=int(settings.server.shutdown_grace_s),
+        timeout_graceful_shutdown=int(grace) + 15,  # a backstop: drain() has answered everything by then
         limit_concurrency=None,
         http=http_protocol(),
     )
+    DrainingServer(config_).run()
 
 
 def _parse_json_or_text(value: str) -> Any:

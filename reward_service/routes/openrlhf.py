@@ -12,7 +12,7 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
-from reward_service.deps import AdmissionDep, SettingsDep
+from reward_service.deps import AdmissionDep, ScopeDep, SettingsDep
 from reward_service.errors import ApiError
 from reward_service.routes.verify import prepare_items, run_admitted, starting_engine
 from reward_service.schemas.item_limits import check_limits
@@ -73,7 +73,7 @@ def extra_logs(verdicts: list[Verdict], found: list[bool]) -> dict[str, list[flo
 
 @router.post("/openrlhf/reward", response_model=OpenRLHFResponse)
 async def openrlhf_reward(
-    body: OpenRLHFRequest, settings: SettingsDep, gate: AdmissionDep
+    body: OpenRLHFRequest, settings: SettingsDep, gate: AdmissionDep, scope: ScopeDep
 ) -> OpenRLHFResponse:
     n = len(body.query)
     for name in ("prompts", "labels"):
@@ -95,7 +95,7 @@ async def openrlhf_reward(
         for i, ((response, _), label) in enumerate(zip(split, labels))
     ])
     check_limits(settings.limits, request_items)
-    verdicts = await run_admitted(gate, prepare_items(engine, request_items))
+    verdicts = await run_admitted(gate, prepare_items(engine, request_items), scope)
     null = settings.openrlhf.null_reward
     rewards = [v.score if v.score is not None else null for v in verdicts]
     return OpenRLHFResponse(

@@ -3,13 +3,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable
 from typing import Any
 
 from fastapi import APIRouter
 
 from reward_service.admission import AdmissionGate
-from reward_service.deps import AdmissionDep, SettingsDep
+from reward_service.deps import AdmissionDep, ScopeDep, SettingsDep
 from reward_service.errors import ApiError
 from reward_service.schemas.sandbox import LanguageOut, RunBatchIn, RunBatchOut, RunIn, RunOut
 from reward_service.settings import SandboxSettings
@@ -18,6 +17,7 @@ from sandbox.languages import canonical_name, source_file
 from sandbox.limits import over_caps
 from sandbox.paths import collect_problem, files_problem, path_problem
 from verifiers.context import SANDBOX
+from verifiers.engine.cancel import CancelScope
 
 router = APIRouter(tags=["sandbox"])
 
@@ -70,23 +70,31 @@ def to_request(s: SandboxSettings, backend: Backend, item: RunIn, loc: list[Any]
 
 
 async def admitted_run(gate: AdmissionGate, backend: Backend, requests: list[RunRequest],
-                       output_budget: int | None = None) -> list[Any]:
-    """Run the admitted requests; with ``output_budget``, each result is charged its output as it finishes, so the
-    server never holds (nor sends) more than the budget of the request's output plus what is still running: a batch
-    of thousands of programs each printing its own budget would otherwise be held whole until the last one ends."""
+                       output_budget: int | None = None, scope: CancelScope | None = None) -> list[RunResult]:
+    """Run the admitted requests, as one source taking its turns at the sandbox's slots. With ``output_budget``,
+    each result is charged its output as it finishes, so the server never holds (nor sends) more than the budget of
+    the request's output plus what is still running: a batch of thousands of programs each printing its own budget
+    would otherwise be held whole until the last one ends. With ``scope``, runs still waiting or running when it is
+    cancelled are stopped (their sandboxes destroyed with every process in them) and answered ``cancelled``."""
     with gate.admit(len(requests)):
-        if output_budget is None:
-            return list(await backend.run_many(requests))
-        left = [output_budget]
-        token = run_source.set(run_source.get() or object())  # one source taking its turns, as run_many does
+        left = None if output_budget is None else [output_budget]
+        token = run_source.set(run_source.get() or object())
         try:
-            return list(await asyncio.gather(*(_charged(backend.run(r), left) for r in requests)))
+            return list(await asyncio.gather(*(_one(backend, r, left, scope) for r in requests)))
         finally:
             run_source.reset(token)
 
 
-async def _charged(run: Awaitable[RunResult], left: list[int]) -> RunResult:
-    result = await run
+def cancelled_run(reason: str) -> RunResult:
+    return RunResult(RunStatus.CANCELLED, reason=f"cancelled: {reason}")
+
+
+async def _one(backend: Backend, request: RunRequest, left: list[int] | None, scope: CancelScope | None) -> RunResult:
+    result = await (backend.run(request) if scope is None else scope.guard(backend.run(request), cancelled_run))
+    return result if left is None or result.status is RunStatus.CANCELLED else _charged(result, left)
+
+
+def _charged(result: RunResult, left: list[int]) -> RunResult:
     size = _sent_size(result)
     if size <= left[0]:
         left[0] -= size
@@ -109,15 +117,15 @@ def _sent_size(result: RunResult) -> int:
 
 
 @router.post("/v1/sandbox/run", response_model=RunOut)
-async def run(body: RunIn, settings: SettingsDep, gate: AdmissionDep) -> RunOut:
+async def run(body: RunIn, settings: SettingsDep, gate: AdmissionDep, scope: ScopeDep) -> RunOut:
     backend = _backend(gate)
     req = to_request(settings.sandbox, backend, body, loc=[])
-    [result] = await admitted_run(gate, backend, [req])
+    [result] = await admitted_run(gate, backend, [req], scope=scope)
     return RunOut.of(result, body.id)
 
 
 @router.post("/v1/sandbox/run_batch", response_model=RunBatchOut)
-async def run_batch(body: RunBatchIn, settings: SettingsDep, gate: AdmissionDep) -> RunBatchOut:
+async def run_batch(body: RunBatchIn, settings: SettingsDep, gate: AdmissionDep, scope: ScopeDep) -> RunBatchOut:
     backend = _backend(gate)
     n = len(body.items)
     if n == 0:
@@ -126,7 +134,7 @@ async def run_batch(body: RunBatchIn, settings: SettingsDep, gate: AdmissionDep)
         raise ApiError(413, f"batch of {n} items exceeds the limit of {settings.limits.max_batch_items}; split it",
                        loc=["items"])
     reqs = [to_request(settings.sandbox, backend, item, loc=["items", i]) for i, item in enumerate(body.items)]
-    results = await admitted_run(gate, backend, reqs, settings.sandbox.max_request_output_bytes)
+    results = await admitted_run(gate, backend, reqs, settings.sandbox.max_request_output_bytes, scope)
     return RunBatchOut(results=[RunOut.of(r, item.id) for r, item in zip(results, body.items)])
 
 

@@ -14,7 +14,7 @@ import os
 
 from fastapi import APIRouter
 
-from reward_service.deps import AdmissionDep, SettingsDep
+from reward_service.deps import AdmissionDep, ScopeDep, SettingsDep
 from reward_service.errors import ApiError
 from reward_service.routes.sandbox import admitted_run, safe_relative
 from reward_service.schemas.sandboxfusion import NO_MEMORY_LIMIT, RunCodeRequest, RunCodeResponse, to_response
@@ -99,7 +99,8 @@ def _compiled(backend: Backend, language: str) -> bool:
 
 
 @router.post("/run_code", response_model=RunCodeResponse)
-async def run_code(body: RunCodeRequest, settings: SettingsDep, gate: AdmissionDep) -> RunCodeResponse:
+async def run_code(body: RunCodeRequest, settings: SettingsDep, gate: AdmissionDep,
+                   scope: ScopeDep) -> RunCodeResponse:
     backend = gate.ready().resources.get(SANDBOX)
     if backend is None:
         return RunCodeResponse.sandbox_error("no sandbox is configured on this server", _pod())
@@ -121,7 +122,7 @@ async def run_code(body: RunCodeRequest, settings: SettingsDep, gate: AdmissionD
     run = RunRequest(code=body.code, language=language, stdin=stdin, files=files, collect=list(body.fetch_files),
                      limits=limits)
     try:
-        [result] = await admitted_run(gate, backend, [run])
+        [result] = await admitted_run(gate, backend, [run], scope=scope)
     except ApiError:
         raise
     except Exception as exc:

@@ -1,19 +1,23 @@
 """POST /v1/verify: one request schema and one verdict schema for every verifier."""
 from __future__ import annotations
 
+import asyncio
+import json
 import math
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from fastapi import APIRouter, Request
+from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
 
 from reward_service.admission import AdmissionGate
-from reward_service.deps import AdmissionDep, SettingsDep
+from reward_service.deps import DISCONNECTED, AdmissionDep, ScopeDep, SettingsDep
 from reward_service.errors import ApiError
 from reward_service.schemas.item_limits import BodyFacts, check_limits
 from reward_service.schemas.verify import VerifyRequest, VerifyResponse, VerifyResult
 from verifiers.engine import Engine, Prepared
+from verifiers.engine.cancel import CancelScope
 from verifiers.engine.registry import UnknownVerifier
 from verifiers.types import Verdict
 
@@ -76,6 +80,13 @@ def to_result(p: Prepared, verdict: Verdict) -> VerifyResult:
     )
 
 
+def result_dict(p: Prepared, verdict: Verdict) -> dict[str, Any]:
+    """``to_result(p, verdict).model_dump()`` without building the model: the streams and jobs make one per item."""
+    return {"id": p.item.id, "verifier": p.item.verifier, "score": verdict.score, "status": verdict.status.value,
+            "reason": verdict.reason, "details": verdict.details, "elapsed_ms": round(verdict.elapsed_ms, 3),
+            "turn_scores": verdict.turn_scores}
+
+
 def starting_engine(gate: AdmissionGate) -> Engine:
     """The engine, or 503 "server is starting" before the lifespan opened the runtime (draining is refused later,
     by ``run_admitted``)."""
@@ -84,18 +95,78 @@ def starting_engine(gate: AdmissionGate) -> Engine:
     return gate.runtime.engine
 
 
-async def run_admitted(gate: AdmissionGate, prepared: list[Prepared]) -> list[Verdict]:
-    """Run prepared items under admission control (429 + Retry-After when saturated, 503 while draining)."""
+async def run_admitted(gate: AdmissionGate, prepared: list[Prepared],
+                       scope: CancelScope | None = None) -> list[Verdict]:
+    """Run prepared items under admission control (429 + Retry-After when saturated, 503 while draining); with
+    ``scope``, items still unfinished when it is cancelled are stopped and answered ``cancelled``."""
     runtime = gate.ready()
     with gate.admit(len(prepared)):
-        return await runtime.engine.verify_many(prepared)
+        return await runtime.engine.verify_many(prepared, scope)
 
 
-@router.post("/v1/verify", response_model=VerifyResponse)
-async def verify(body: VerifyRequest, request: Request, settings: SettingsDep, gate: AdmissionDep) -> VerifyResponse:
+NDJSON = "application/x-ndjson"
+
+
+def stream_verdicts(gate: AdmissionGate, prepared: list[Prepared], body: VerifyRequest,
+                    scope: CancelScope) -> StreamingResponse:
+    """The verdicts as NDJSON lines in the order they are decided, each ``{"index": i, ...result}``, then one
+    ``{"done": true, "groups": ...}`` line. Admission is taken before the answer starts (its 429/503 are the usual
+    ones) and held until the last item is decided."""
+    runtime = gate.ready()
+    admitted = gate.admit(len(prepared))
+    admitted.__enter__()
+    decided: asyncio.Queue[tuple[int, Verdict] | None] = asyncio.Queue()
+
+    async def work() -> list[Verdict]:
+        try:
+            return await runtime.engine.verify_many(prepared, scope,
+                                                    on_verdict=lambda i, v: decided.put_nowait((i, v)))
+        finally:
+            admitted.__exit__(None, None, None)
+            decided.put_nowait(None)
+
+    task = asyncio.create_task(work())
+
+    def line(i: int, verdict: Verdict) -> bytes:
+        return json.dumps({"index": i, **result_dict(prepared[i], verdict)}).encode() + b"\n"
+
+    async def lines() -> AsyncIterator[bytes]:
+        try:
+            finished = False
+            while not finished:  # what is decided by now goes out in one write
+                got = await decided.get()
+                out = []
+                while got is not None:
+                    out.append(line(*got))
+                    if decided.empty():
+                        break
+                    got = decided.get_nowait()
+                finished = got is None
+                if out:
+                    yield b"".join(out)
+            verdicts = await task
+            groups = None
+            if any(item.group is not None for item in body.items):
+                groups = group_stats([item.group for item in body.items], [v.score for v in verdicts])
+            yield json.dumps({"done": True, "groups": groups}).encode() + b"\n"
+        finally:
+            if not task.done():  # the reader went away: so does the work
+                scope.cancel(DISCONNECTED)
+                await asyncio.gather(task, return_exceptions=True)
+
+    return StreamingResponse(lines(), media_type=NDJSON)
+
+
+@router.post("/v1/verify", response_model=VerifyResponse,
+             responses={200: {"content": {NDJSON: {}}, "description": "With Accept: application/x-ndjson, one "
+                              "verdict per line as decided, then a done line."}})
+async def verify(body: VerifyRequest, settings: SettingsDep, gate: AdmissionDep, scope: ScopeDep,
+                 request: Request) -> VerifyResponse | StreamingResponse:
     check_limits(settings.limits, body, BodyFacts.of(await request.body(), settings.limits.max_number_digits))
     prepared = prepare_items(starting_engine(gate), body)
-    verdicts = await run_admitted(gate, prepared)
+    if NDJSON in request.headers.get("accept", ""):
+        return stream_verdicts(gate, prepared, body, scope)
+    verdicts = await run_admitted(gate, prepared, scope)
     results = [to_result(p, v) for p, v in zip(prepared, verdicts)]
     groups = None
     if any(item.group is not None for item in body.items):

@@ -78,7 +78,7 @@ class RunBatchIn(BaseModel):
 class RunOut(BaseModel):
     id: str | None = None
     status: str = Field(description="ok|runtime_error|compile_error|timeout|memory_exceeded|output_exceeded|"
-                                    "sandbox_error")
+                                    "sandbox_error|cancelled")
     exit_code: int | None
     signal: int | None
     stdout: str

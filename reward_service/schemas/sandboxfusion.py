@@ -140,7 +140,7 @@ def _run_step(result: RunResult) -> CommandRunResult:
 
 def to_response(result: RunResult, compiled: bool, files: dict[str, str], pod: str | None = None) -> RunCodeResponse:
     """One ``RunResult`` as SandboxFusion would have answered; ``files`` are the fetched files, already base64."""
-    if result.status is RunStatus.SANDBOX_ERROR:
+    if result.status in (RunStatus.SANDBOX_ERROR, RunStatus.CANCELLED):  # never the program's verdict
         return RunCodeResponse.sandbox_error(result.reason or "the sandbox failed", pod)
     compiled = compiled or result.status is RunStatus.COMPILE_ERROR
     compile_result, ran = _compile_step(result) if compiled else (None, True)

@@ -36,6 +36,7 @@ from sandbox.api import (
     SessionEnded,
     SessionSpec,
     run_client,
+    run_priority,
     run_source,
 )
 from sandbox.bwrap.config import BwrapConfig
@@ -287,7 +288,7 @@ class BwrapBackend(Backend):
                             late])
         cases: list[RunResult] | None = None if stdins is None else []
         marks: dict[str, float] = {"admitted": time.perf_counter()}
-        async with self._slots.hold(run_source.get() or object(), run_client.get()):
+        async with self._slots.hold(run_source.get() or object(), run_client.get(), run_priority.get()):
             self.stats["runs"] += 1
             marks["slot"] = time.perf_counter()
             first = await self._pool.take()

@@ -192,3 +192,24 @@ def test_real_runs_of_a_late_source_are_not_queued_behind_an_earlier_batch(tmp_p
     statuses, late_position, runs = asyncio.run(scenario())
     assert statuses == [RunStatus.OK] * 13 and runs == 13
     assert late_position == 0, "the late source's run waited for the whole earlier batch"
+
+
+def test_a_higher_priority_waiter_goes_before_every_lower_one_then_turns_hold() -> None:
+    async def scenario() -> list[str]:
+        slots = FairSlots(1)
+        order: list[str] = []
+
+        async def one(source: str, client: str, priority: int) -> None:
+            async with slots.hold(source, client, priority):
+                order.append(source)
+                await asyncio.sleep(0)
+
+        async with slots.hold("holder", "holder"):
+            tasks = [asyncio.create_task(one(f"low{i}", "a", -1)) for i in range(3)]
+            tasks += [asyncio.create_task(one(f"norm{i}", "b", 0)) for i in range(2)]
+            tasks += [asyncio.create_task(one("high-a", "a", 1)), asyncio.create_task(one("high-c", "c", 1))]
+            await asyncio.sleep(0)
+        await asyncio.gather(*tasks)
+        return order
+
+    assert asyncio.run(scenario()) == ["high-a", "high-c", "norm0", "norm1", "low0", "low1", "low2"]

@@ -78,6 +78,7 @@ def run_server(tmp_path: Path, env: dict[str, str] | None = None, ready_timeout:
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
         "REWARD_SERVICE_EXTRA_VERIFIER_MODULES": f'["{TEST_PLUGINS}"]',
         "REWARD_SERVICE_WORKERS": "2",
+        "REWARD_SERVICE_JOBS_STORE": str(tmp_path / "jobs.sqlite3"),  # a store of its own (a test may name one)
         **(env or {}),
     }
     log_path = tmp_path / f"server-{port}.log"

@@ -24,6 +24,7 @@ from verifiers import conversation
 from verifiers.base import BaseOptions, Prepared, Verifier
 from verifiers.calibration.apply import CalibrationStage
 from verifiers.context import Context, ResourceKey, Resources
+from verifiers.engine.cancel import CancelScope
 from verifiers.engine.failures import failure_verdict
 from verifiers.engine.groups import finish_groups
 from verifiers.engine.pool import WorkerPool
@@ -35,6 +36,7 @@ __all__ = ["Engine", "Prepared", "ResultHook", "Stage"]
 log = logging.getLogger(__name__)
 
 ResultHook = Callable[[str, Verdict], None]
+VerdictHook = Callable[[int, Verdict], None]  # an item's index in its request, and its final verdict
 
 
 class Stage(Protocol):
@@ -82,17 +84,22 @@ class Engine:
         wanted = prepared.options.timeout_s or prepared.verifier.default_timeout_s
         return min(float(wanted or self.default_timeout_s), self.max_timeout_s)
 
-    async def verify(self, item: VerifyItem | Prepared) -> Verdict:
-        """One top-level item (no group pass: a group-level verifier scores it alone), reported to ``on_result``."""
+    async def verify(self, item: VerifyItem | Prepared, scope: CancelScope | None = None) -> Verdict:
+        """One top-level item (no group pass: a group-level verifier scores it alone), reported to ``on_result``.
+        With ``scope``, cancelling it stops the check and answers ``cancelled``."""
         prepared = self._prepared(item)
-        verdict = await self._evaluate(prepared)
+        verdict = await self._evaluate_top(prepared, scope)
         self._report(prepared, verdict)
         return verdict
 
-    async def verify_many(self, items: Sequence[VerifyItem | Prepared]) -> list[Verdict]:
-        """Top-level items of one request, each reported to ``on_result`` once its final verdict is known."""
+    async def verify_many(self, items: Sequence[VerifyItem | Prepared], scope: CancelScope | None = None,
+                          on_verdict: VerdictHook | None = None) -> list[Verdict]:
+        """Top-level items of one request, each reported to ``on_result`` once its final verdict is known. With
+        ``scope``, cancelling it drops the items still queued and stops those running, each answered ``cancelled``;
+        the verdicts already decided are kept. ``on_verdict(index, verdict)`` is told each final verdict as soon as
+        it is decided (a group-level item's after its group's pass), for callers that stream them."""
         prepared = [self._prepared(i) for i in items]
-        verdicts = await self._evaluate_many(prepared)
+        verdicts = await self._evaluate_many(prepared, scope, on_verdict)
         for p, verdict in zip(prepared, verdicts):
             self._report(p, verdict)
         return verdicts
@@ -122,18 +129,44 @@ class Engine:
                 verdict.elapsed_ms = raw_elapsed + (time.perf_counter() - started) * 1000.0
         return verdict
 
-    async def _evaluate_many(self, prepared: Sequence[Prepared]) -> list[Verdict]:
+    async def _evaluate_top(self, p: Prepared, scope: CancelScope | None) -> Verdict:
+        """A top-level item under its caller's scope. Nested checks are not guarded: they stop with the item that
+        asked for them, which alone is answered ``cancelled``."""
+        if scope is None:
+            return await self._evaluate(p)
+        return await scope.guard(self._evaluate(p), Verdict.cancelled)
+
+    async def _evaluate_many(self, prepared: Sequence[Prepared], scope: CancelScope | None = None,
+                             on_verdict: VerdictHook | None = None) -> list[Verdict]:
         out: list[Verdict | None] = [None] * len(prepared)
         waiting: list[int] = []
+
+        async def told(i: int) -> Verdict:
+            verdict = await self._evaluate_top(prepared[i], scope)
+            if on_verdict is not None and not prepared[i].verifier.group_level:
+                on_verdict(i, verdict)
+            return verdict
+
         for i, p in enumerate(prepared):
             if self._runs_inline(p):
-                out[i] = await self._evaluate(p)  # completes without suspending: no task per item
+                out[i] = await told(i)  # completes without suspending: no task per item
             else:
                 waiting.append(i)
         # Concurrent process-mode items are coalesced into chunks by the pool, so a plain gather batches them.
-        for i, verdict in zip(waiting, await asyncio.gather(*(self._evaluate(prepared[i]) for i in waiting))):
+        for i, verdict in zip(waiting, await asyncio.gather(*(told(i) for i in waiting))):
             out[i] = verdict
-        return await finish_groups(self.context, prepared, [v for v in out if v is not None])
+        verdicts = [v for v in out if v is not None]
+        if scope is not None and scope.cancelled:
+            # the group pass needs every item of its group: a group-level item's reading is not its verdict
+            verdicts = [Verdict.cancelled(scope.reason) if p.verifier.group_level else v
+                        for p, v in zip(prepared, verdicts)]
+        else:
+            verdicts = await finish_groups(self.context, prepared, verdicts)
+        if on_verdict is not None:
+            for i, p in enumerate(prepared):
+                if p.verifier.group_level:
+                    on_verdict(i, verdicts[i])
+        return verdicts
 
     def _runs_inline(self, p: Prepared) -> bool:
         """Cheap, linear-time checks on small inputs skip the process hop (see ``Verifier.inline_max_chars``)."""

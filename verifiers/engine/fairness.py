@@ -4,7 +4,7 @@ and ``WorkerShares`` is the policy that caps what one source may hold. Items of 
 from __future__ import annotations
 
 from collections import Counter, deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Generic, Protocol, TypeVar
 
 T = TypeVar("T")
@@ -92,13 +92,22 @@ class WorkerShares:
             del self.aside[source]
 
 
-class FairQueue(Generic[T]):
-    """Round-robin over sources (named by a string: a request's or client's key); each source is first-in first-out."""
+def _normal(_: object) -> int:
+    return 0
 
-    def __init__(self) -> None:
+
+class FairQueue(Generic[T]):
+    """Round-robin over sources (named by a string: a request's or client's key); each source is first-in first-out.
+    A source has a priority (``priority_of`` its first item; higher first): ``take_run`` serves the highest priority
+    with an open source, and round-robin within it."""
+
+    def __init__(self, priority_of: Callable[[T], int] = _normal) -> None:
         self._queues: dict[str, deque[T]] = {}
         self._turns: deque[str] = deque()  # sources with items, in the order they are served next
         self._size = 0
+        self._priority_of = priority_of
+        self._priority: dict[str, int] = {}  # of each source with items
+        self._mixed = 0  # sources whose priority is not 0: while none, priorities cost nothing
 
     def __len__(self) -> int:
         return self._size
@@ -110,10 +119,20 @@ class FairQueue(Generic[T]):
         """The sources with items waiting."""
         return self._queues.keys()
 
+    def _opened(self, source: str, item: T) -> deque[T]:
+        queue = self._queues[source] = deque()
+        priority = self._priority[source] = self._priority_of(item)
+        self._mixed += priority != 0
+        return queue
+
+    def _closed(self, source: str) -> None:
+        del self._queues[source]
+        self._mixed -= self._priority.pop(source) != 0
+
     def append(self, source: str, item: T) -> None:
         queue = self._queues.get(source)
         if queue is None:
-            queue = self._queues[source] = deque()
+            queue = self._opened(source, item)
             self._turns.append(source)
         queue.append(item)
         self._size += 1
@@ -127,7 +146,7 @@ class FairQueue(Generic[T]):
         if queue:
             self._turns.append(source)
         else:
-            del self._queues[source]
+            self._closed(source)
         return item
 
     def take_run(self, policy: RunPolicy) -> tuple[str | None, list[T]]:
@@ -137,6 +156,9 @@ class FairQueue(Generic[T]):
         per run, so no request's item waits in a worker behind another request's slow one. ``(None, [])`` when every
         source is barred."""
         open_sources = [s for s in self._turns if not policy.barred(s)]
+        if self._mixed and open_sources:
+            top = max(self._priority[s] for s in open_sources)
+            open_sources = [s for s in open_sources if self._priority[s] == top]
         source = next((s for s in open_sources if not policy.held(s)), open_sources[0] if open_sources else None)
         if source is None:
             return None, []
@@ -148,7 +170,7 @@ class FairQueue(Generic[T]):
         if queue:
             self._turns.append(source)
         else:
-            del self._queues[source]
+            self._closed(source)
         return source, run
 
     def push_front(self, items: Iterable[tuple[str, T]]) -> None:
@@ -157,12 +179,30 @@ class FairQueue(Generic[T]):
         for source, item in reversed(list(items)):
             queue = self._queues.get(source)
             if queue is None:
-                queue = self._queues[source] = deque()
+                queue = self._opened(source, item)
             else:
                 self._turns.remove(source)
             queue.appendleft(item)
             self._turns.appendleft(source)
             self._size += 1
+
+    def drop(self, unwanted: Callable[[T], bool]) -> int:
+        """Take every ``unwanted`` item out (a cancelled request's); each source keeps its place in line. Returns
+        how many went."""
+        dropped = 0
+        for source in list(self._queues):
+            queue = self._queues[source]
+            kept = deque(item for item in queue if not unwanted(item))
+            if len(kept) == len(queue):
+                continue
+            dropped += len(queue) - len(kept)
+            if kept:
+                self._queues[source] = kept
+            else:
+                self._closed(source)
+                self._turns.remove(source)
+        self._size -= dropped
+        return dropped
 
     def drain(self) -> Iterator[T]:
         while self:

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sandbox.api import run_priority
 from sandbox.spawn import start_process
 from verifiers.context import request_source
 from verifiers.engine.fairness import FairQueue, WorkerShares
@@ -98,6 +99,7 @@ class Job:
     messages: list[dict[str, Any]] | None = None
     tools: list[dict[str, Any]] | None = None
     source: str = ""
+    priority: int = 0  # higher runs first (sandbox.api.run_priority); sources take turns within a priority
     admitted: float = field(default_factory=time.monotonic)  # the deadline counts from here, queueing included
 
     def remaining(self) -> float:
@@ -147,10 +149,11 @@ class WorkerPool:
         self._tasks: set[asyncio.Task[None]] = set()
         self._retiring: set[_Worker] = set()  # killed, not yet reaped by their replacement task
         self._aside: set[_Worker] = set()  # running a slow check, already replaced (see _set_aside)
-        self._pending: FairQueue[tuple[Job, asyncio.Future[Verdict]]] = FairQueue()
+        self._pending: FairQueue[tuple[Job, asyncio.Future[Verdict]]] = FairQueue(lambda entry: entry[0].priority)
         self._shares = WorkerShares(self.size, max_chunk)
         self._wakeup = asyncio.Event()
         self._dispatcher: asyncio.Task[None] | None = None
+        self._sweep_due = False
 
     @property
     def stats(self) -> PoolStats:
@@ -249,11 +252,29 @@ class WorkerPool:
         future: asyncio.Future[Verdict] = asyncio.get_running_loop().create_future()
         if not job.source:
             job.source = request_source.get()
+            job.priority = run_priority.get()
         self._pending.append(job.source, (job, future))
         self._wakeup.set()
         if self._dispatcher is None or self._dispatcher.done():
             self._dispatcher = asyncio.create_task(self._dispatch())
-        return await future
+        try:
+            return await future
+        except asyncio.CancelledError:  # its caller is gone (scope cancelled): ``future`` is cancelled with it
+            self._drop_cancelled_soon()
+            raise
+
+    def _drop_cancelled_soon(self) -> None:
+        """Take the cancelled jobs out of the backlog once the cancelling tick is over: one pass for a whole
+        cancelled request, however many of its jobs were queued. A running one is stopped by ``_run_chunk``."""
+        if not self._sweep_due:
+            self._sweep_due = True
+            asyncio.get_running_loop().call_soon(self._drop_cancelled)
+
+    def _drop_cancelled(self) -> None:
+        self._sweep_due = False
+        dropped = self._pending.drop(lambda entry: entry[1].done())
+        if dropped:
+            self._stats.extra["cancelled"] = self._stats.extra.get("cancelled", 0) + dropped
 
     async def _dispatch(self) -> None:
         while not self._closed:
@@ -338,17 +359,25 @@ class WorkerPool:
                 job, future = chunk[done]
                 recv = asyncio.ensure_future(worker.recv())  # never cancelled mid-frame while the worker lives
                 try:
+                    # the caller's going away (a cancelled future) ends the wait as the answer does
                     if not aside and self._may_set_aside(job):
-                        await asyncio.wait({recv}, timeout=self.slow_after_s)
-                        if not recv.done():
+                        await asyncio.wait({recv, future}, timeout=self.slow_after_s,
+                                           return_when=asyncio.FIRST_COMPLETED)
+                        if not recv.done() and not future.done():
                             aside = True
                             chunk = self._set_aside(worker, chunk, done)
-                    if not recv.done():
-                        await asyncio.wait({recv}, timeout=max(job.remaining(), 0.0))
+                    if not recv.done() and not future.done():
+                        await asyncio.wait({recv, future}, timeout=max(job.remaining(), 0.0),
+                                           return_when=asyncio.FIRST_COMPLETED)
                     overran = not recv.done()
                 finally:
                     if not recv.done():
                         recv.cancel()
+                if overran and future.cancelled():
+                    # nobody waits for this check: its worker is killed (and replaced) at once, not left to run on
+                    self._stats.extra["cancelled"] = self._stats.extra.get("cancelled", 0) + 1
+                    done += 1
+                    break
                 if overran:
                     _resolve(future, Verdict.timeout(
                         f"check exceeded its {job.timeout_s:g}s deadline; its worker was killed"))

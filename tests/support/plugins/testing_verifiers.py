@@ -25,6 +25,26 @@ class Sleep(Verifier):
         return Verdict.ok(1.0, "slept", pid=os.getpid())
 
 
+class PidSleepOptions(BaseOptions):
+    pid_dir: str
+    seconds: float = 60.0
+
+
+class PidSleep(Verifier):
+    """Leaves its worker's pid in ``pid_dir`` as it starts, then sleeps: a test sees which processes ran the check
+    and whether they are still alive."""
+
+    name = "test_pid_sleep"
+    Options = PidSleepOptions
+
+    def check(self, response: str, reference: Any, options: PidSleepOptions) -> Verdict:
+        path = os.path.join(options.pid_dir, f"{os.getpid()}-{time.monotonic_ns()}.pid")
+        with open(path, "w") as f:
+            f.write(str(os.getpid()))
+        time.sleep(options.seconds)
+        return Verdict.ok(1.0, "slept", pid=os.getpid())
+
+
 class Hang(Verifier):
     name = "test_hang"
 
@@ -90,4 +110,4 @@ class Turns(Verifier):
         return verdict
 
 
-VERIFIERS: list[Verifier] = [Sleep(), Hang(), Crash(), Raise(), Down(), Print(), Turns()]
+VERIFIERS: list[Verifier] = [Sleep(), PidSleep(), Hang(), Crash(), Raise(), Down(), Print(), Turns()]

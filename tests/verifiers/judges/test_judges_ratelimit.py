@@ -446,3 +446,23 @@ def test_named_backend_settings_reach_the_gate() -> None:
     with pytest.raises(ValueError, match="greater than or equal to 1"):
         Settings.model_validate({"judges": {"backends": {"x": {"kind": "openai", "base_url": "u", "model": "m",
                                                                "requests_per_minute": 0}}}})
+
+
+def test_a_high_priority_call_overtakes_queued_low_ones_at_the_gate() -> None:
+    clock = ManualClock()
+    limiter = RateLimiter(Limits(requests_per_minute=60), clock)
+    arrivals: list[str] = []
+
+    async def one(client: str, source: str, priority: int) -> None:
+        async with limiter.slot(source, 1, client, priority):
+            arrivals.append(source)
+
+    async def go() -> None:
+        low = [asyncio.ensure_future(one("a", "low", -1)) for _ in range(10)]
+        await asyncio.sleep(0)
+        high = [asyncio.ensure_future(one("b", "high", 1)) for _ in range(3)]
+        await clock.drive([*low, *high])
+
+    asyncio.run(go())
+    assert arrivals[:4] == ["low", "high", "high", "high"]  # the first low call went at once, before any high one
+    assert arrivals[4:] == ["low"] * 9

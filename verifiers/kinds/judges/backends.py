@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from sandbox.api import run_client
+from sandbox.api import run_client, run_priority
 from verifiers.context import request_source
 from verifiers.kinds.http_calls import Failures, RetryPolicy, send_with_retries
 from verifiers.kinds.judges.ratelimit import Clock, Grant, LimiterStats, Limits, RateLimiter
@@ -178,7 +178,8 @@ class OpenAIChatBackend:
         async def send() -> httpx.Response:
             nonlocal body
             tokens = self.estimate(messages, sampling.max_tokens)
-            async with self.limiter.slot(request_source.get(), tokens, run_client.get()) as grant:
+            async with self.limiter.slot(request_source.get(), tokens, run_client.get(),
+                                         run_priority.get()) as grant:
                 response = await self._client.post("/chat/completions", json=payload)
                 body = self._charge(grant, messages, response)
             return response

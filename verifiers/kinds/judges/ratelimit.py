@@ -141,9 +141,47 @@ class Window:
 
 
 class Turns(Generic[T]):
-    """Waiters taken one client at a time in turn, within a client one source (request) at a time in turn, each
-    source first in first out. A client sending 50 requests at once gets one client's share, and its small request
-    is not stuck behind its own big one."""
+    """Waiters of the highest priority first (``sandbox.api.run_priority``: a high-priority job's calls); within a
+    priority, one client at a time in turn, within a client one source (request) at a time in turn, each source first
+    in first out. A client sending 50 requests at once gets one client's share, and its small request is not stuck
+    behind its own big one."""
+
+    def __init__(self) -> None:
+        self._levels: dict[int, _RoundRobin[T]] = {}
+
+    def __len__(self) -> int:
+        return sum(len(level) for level in self._levels.values())
+
+    def __bool__(self) -> bool:
+        return bool(self._levels)
+
+    def push(self, client: Hashable, source: Hashable, item: T, priority: int = 0) -> None:
+        level = self._levels.get(priority)
+        if level is None:
+            level = self._levels[priority] = _RoundRobin()
+        level.push(client, source, item)
+
+    def peek(self) -> T | None:
+        return self._levels[max(self._levels)].peek() if self._levels else None
+
+    def pop(self, rotate: bool = True) -> T:
+        priority = max(self._levels)
+        level = self._levels[priority]
+        item = level.pop(rotate)
+        if not level:
+            del self._levels[priority]
+        return item
+
+    def remove(self, client: Hashable, source: Hashable, item: T, priority: int = 0) -> None:
+        level = self._levels.get(priority)
+        if level is not None:
+            level.remove(client, source, item)
+            if not level:
+                del self._levels[priority]
+
+
+class _RoundRobin(Generic[T]):
+    """One priority's waiters: clients in turn, a client's sources in turn, each source first in first out."""
 
     def __init__(self) -> None:
         self._clients: dict[Hashable, tuple[dict[Hashable, deque[T]], deque[Hashable]]] = {}
@@ -261,22 +299,25 @@ class RateLimiter:
         return s
 
     @asynccontextmanager
-    async def slot(self, source: Hashable, tokens: int, client: Hashable | None = None) -> AsyncIterator[Grant]:
+    async def slot(self, source: Hashable, tokens: int, client: Hashable | None = None,
+                   priority: int = 0) -> AsyncIterator[Grant]:
         """Hold one call's turn: granted within the limits, released (for the concurrency cap) on exit."""
-        grant = await self.acquire(source, tokens, client)
+        grant = await self.acquire(source, tokens, client, priority)
         try:
             yield grant
         finally:
             self.release()
 
-    async def acquire(self, source: Hashable, tokens: int, client: Hashable | None = None) -> Grant:
-        """Wait for the turn of ``source`` (a request) of ``client`` (default: a client of its own)."""
+    async def acquire(self, source: Hashable, tokens: int, client: Hashable | None = None,
+                      priority: int = 0) -> Grant:
+        """Wait for the turn of ``source`` (a request) of ``client`` (default: a client of its own); a waiter of a
+        higher ``priority`` goes first."""
         now = self.clock.now()
         if not self._waiting and self._free() and self.window.wait(now, tokens) == 0.0:
             return self._grant(now, tokens, now)
         waiter = _Waiter(tokens, now, asyncio.get_running_loop().create_future())
         who = source if client is None else client
-        self._waiting.push(who, source, waiter)
+        self._waiting.push(who, source, waiter, priority)
         self._kick()
         try:
             return await waiter.future
@@ -284,7 +325,7 @@ class RateLimiter:
             if waiter.future.done() and not waiter.future.cancelled():
                 self.release()  # granted just as the caller gave up: the call is not made
             else:
-                self._waiting.remove(who, source, waiter)
+                self._waiting.remove(who, source, waiter, priority)
                 self._kick()
             raise
 

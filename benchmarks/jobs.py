@@ -1,0 +1,146 @@
+"""Jobs and streaming against the real service: how soon does a trainer see its first and its median verdict of a
+4,096-item mixed batch, and what does the job path cost per item beside ``/v1/verify``?
+
+One ``reward-service serve`` (``--workers`` verifier processes, the job store on, in a temporary file). The batch:
+real ProcessBench answers for the ``math`` verifier (worker pool; synthetic ``\\boxed{k}`` items when the data set is
+absent), ``exact_match`` items (answered inline) and, unless ``--no-code``, small ``code`` items (sandbox), shuffled
+with a fixed seed. Three ways to get its verdicts, run in turn for ``--rounds`` rounds (A B C A B C ...):
+
+- ``verify``: POST /v1/verify, every verdict arrives with the last;
+- ``verify-stream``: the same POST with ``Accept: application/x-ndjson``, verdicts in the order decided;
+- ``job``: POST /v1/jobs, then GET /v1/jobs/{id}/results (NDJSON), timed from the POST.
+
+Prints, per way, the median over rounds of the time to the first verdict, to the median (2,048th) verdict and to
+the last, their ratio against ``verify``, and the job path's overhead per item: (job's time to the last verdict -
+verify's) / items, and as a percentage of verify's time (target <= 10 %). A second, inline-only batch (4,096
+``exact_match`` items, where the scoring itself costs least) shows the overhead where it weighs most.
+
+Run: python benchmarks/jobs.py [--workers 2] [--rounds 3] [--items 4096] [--no-code]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks._common import SHARED_DATA, service
+
+DATA = SHARED_DATA / "math" / "processbench_answers.jsonl"
+NDJSON = "application/x-ndjson"
+
+
+def mixed_batch(n: int, code: bool) -> list[dict[str, Any]]:
+    rng = random.Random(7)
+    rows: list[tuple[str, Any]]
+    if DATA.exists():
+        rows = [(r["response"], r["reference"]) for r in map(json.loads, DATA.read_text().splitlines())]
+    else:
+        rows = [(f"so the answer is $\\boxed{{{k}}}$", str(k)) for k in range(1000)]
+    items: list[dict[str, Any]] = []
+    n_code = n // 32 if code else 0
+    n_math = (n - n_code) * 2 // 3
+    for i in range(n_math):
+        response, reference = rows[i % len(rows)]
+        items.append({"verifier": "math", "response": response, "reference": reference})
+    for i in range(n_code):
+        items.append({"verifier": "code", "response": f"print(int(input()) * {i % 7})",
+                      "reference": {"cases": [{"input": "6", "output": str(6 * (i % 7))}]}})
+    while len(items) < n:
+        k = len(items)
+        items.append({"verifier": "exact_match", "response": str(k % 5), "reference": str(k % 3)})
+    rng.shuffle(items)
+    return [{**item, "id": str(i)} for i, item in enumerate(items)]
+
+
+def marks(times: list[float]) -> tuple[float, float, float]:
+    """(first, median, last) of the arrival times of each verdict."""
+    times = sorted(times)
+    return times[0], times[len(times) // 2], times[-1]
+
+
+def via_verify(c: httpx.Client, items: list[dict[str, Any]]) -> tuple[float, float, float]:
+    t0 = time.perf_counter()
+    r = c.post("/v1/verify", json={"items": items})
+    r.raise_for_status()
+    t = time.perf_counter() - t0
+    assert len(r.json()["results"]) == len(items)
+    return t, t, t
+
+
+def via_stream(c: httpx.Client, items: list[dict[str, Any]]) -> tuple[float, float, float]:
+    t0 = time.perf_counter()
+    times: list[float] = []
+    with c.stream("POST", "/v1/verify", json={"items": items}, headers={"Accept": NDJSON}) as r:
+        r.raise_for_status()
+        for line in r.iter_lines():
+            if line and '"index"' in line[:12]:
+                times.append(time.perf_counter() - t0)
+    assert len(times) == len(items)
+    return marks(times)
+
+
+def via_job(c: httpx.Client, items: list[dict[str, Any]]) -> tuple[float, float, float]:
+    t0 = time.perf_counter()
+    r = c.post("/v1/jobs", json={"items": items})
+    r.raise_for_status()
+    job = r.json()["id"]
+    times: list[float] = []
+    with c.stream("GET", f"/v1/jobs/{job}/results") as s:
+        s.raise_for_status()
+        for line in s.iter_lines():
+            if line:
+                times.append(time.perf_counter() - t0)
+    assert len(times) == len(items)
+    return marks(times)
+
+
+WAYS = {"verify": via_verify, "verify-stream": via_stream, "job": via_job}
+
+
+def run(url: str, items: list[dict[str, Any]], rounds: int, title: str) -> None:
+    got: dict[str, list[tuple[float, float, float]]] = {w: [] for w in WAYS}
+    with httpx.Client(base_url=url, timeout=600) as c:
+        via_verify(c, items[:256])  # warm the workers and the sandbox
+        for _ in range(rounds):
+            for way, fn in WAYS.items():
+                got[way].append(fn(c, items))
+    med = {w: tuple(statistics.median(x[k] for x in got[w]) for k in range(3)) for w in WAYS}
+    base = med["verify"]
+    print(f"\n{title}: {len(items)} items, median of {rounds} rounds (A B C alternated)")
+    print(f"{'way':<14} {'first s':>9} {'median s':>9} {'last s':>9} {'first/verify':>13} {'median/verify':>14}")
+    for way, (first, middle, last) in med.items():
+        print(f"{way:<14} {first:9.3f} {middle:9.3f} {last:9.3f} {first / base[0]:13.3f} {middle / base[1]:14.3f}")
+    overhead = med["job"][2] - base[2]
+    print(f"job path overhead: {overhead / len(items) * 1e6:+.1f} us per item, {overhead / base[2] * 100:+.1f} % of "
+          f"/v1/verify's {base[2]:.3f} s (target <= 10 %)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--items", type=int, default=4096)
+    ap.add_argument("--no-code", action="store_true")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {"REWARD_SERVICE_WORKERS": str(args.workers), "REWARD_SERVICE_JOBS_STORE": f"{tmp}/jobs.sqlite3",
+               "REWARD_SERVICE_SANDBOX_BACKEND": "none" if args.no_code else "bwrap"}
+        with service(env) as url:
+            run(url, mixed_batch(args.items, not args.no_code), args.rounds, "mixed batch")
+            inline = [{"id": str(i), "verifier": "exact_match", "response": str(i % 5), "reference": str(i % 3)}
+                      for i in range(args.items)]
+            run(url, inline, args.rounds, "inline-only batch")
+
+
+if __name__ == "__main__":
+    main()

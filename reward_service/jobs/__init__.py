@@ -1,0 +1,1 @@
+"""Jobs: batches accepted at once, scored in the background, streamed, cancelled, kept across restarts."""
