@@ -152,20 +152,6 @@ class Environment:
     def _step_text(self, step: Step) -> str:
         return observation_text(step.observation)
 
-    def final_answer(self, answer: str) -> str:
-        """Submit the final answer; this ends the episode.
-
-        Args:
-            answer: The final answer to the task.
-
-        Returns:
-            A confirmation that the answer was recorded.
-        """
-        if self._session is not None and self._session.done:
-            return "The episode is over: the answer was already given."
-        self._act({"final_answer": str(answer)})
-        return "Answer recorded."
-
     def get_reward(self) -> float | None:
         """The episode's reward: the one its final answer earned, else the server's score when the session closes
         (no answer given). None when the session failed (the rollout is masked) or the verdict is null."""
@@ -183,7 +169,25 @@ class Environment:
         return step.reward if step is not None else None
 
 
-class PythonEnvironment(Environment):
+class AnsweringEnvironment(Environment):
+    """An environment whose episode ends with the model's answer, scored by the row's reward spec."""
+
+    def final_answer(self, answer: str) -> str:
+        """Submit the final answer; this ends the episode.
+
+        Args:
+            answer: The final answer to the task.
+
+        Returns:
+            A confirmation that the answer was recorded.
+        """
+        if self._session is not None and self._session.done:
+            return "The episode is over: the answer was already given."
+        self._act({"final_answer": str(answer)})
+        return "Answer recorded."
+
+
+class PythonEnvironment(AnsweringEnvironment):
     """A persistent Python interpreter: variables, imports and files stay between calls of one rollout. Task
     columns: ``files`` (``{path: text}``), ``setup_code``."""
 
@@ -202,7 +206,7 @@ class PythonEnvironment(Environment):
         return self._act({"code": str(code)})
 
 
-class SqlEnvironment(Environment):
+class SqlEnvironment(AnsweringEnvironment):
     """A read-only SQL database; the row's ``database`` column names it (one of the server's sql databases)."""
 
     env = "sql"
@@ -218,3 +222,39 @@ class SqlEnvironment(Environment):
             The columns and rows the query returned, or its error.
         """
         return self._act({"query": str(query)})
+
+
+class BfclEnvironment(Environment):
+    """BFCL's multi-turn tasks: the simulated APIs of the row's task (its ``task_id`` column naming one of the
+    installed bfcl-eval tasks, or the task's own fields), BFCL's checks as the reward. The episode has BFCL's user
+    turns: the model calls functions, then ends its turn, and the next user message comes back as the answer of
+    ``end_turn``; the reward arrives when the last turn ends. The functions are the task's, so they vary by row: the
+    model names them in ``call_functions`` (their docs are in the reset text appended to the prompt)."""
+
+    env = "bfcl"
+    reference_column = None
+    task_columns = ("task_id", "id", "initial_config", "involved_classes", "question", "ground_truth",
+                    "missed_function", "long_context")
+
+    def call_functions(self, calls: str) -> str:
+        """Call one or more of the task's functions; several calls run in order as parallel calls.
+
+        Args:
+            calls: The calls in Python syntax, e.g. [cd(folder='documents'), ls(a=True)], or as JSON
+                [{"name": ..., "arguments": {...}}].
+
+        Returns:
+            Each call's result, or its error, as the functions return them.
+        """
+        return self._act({"content": str(calls)})
+
+    def end_turn(self, message: str = "") -> str:
+        """End your turn and answer the user; the user's next request follows, if there is one.
+
+        Args:
+            message: What you tell the user.
+
+        Returns:
+            The user's next message, or the end of the task.
+        """
+        return self._act({"content": str(message) or None, "end_turn": True})

@@ -124,3 +124,32 @@ def test_sql_environment_as_trl_calls_it(two: list[str]) -> None:
     env.reset(**{**row, "answer": "6"})
     assert first.closed and env.session is not first
     assert env.get_reward() == 0.0  # no answer given: scored when closed
+
+
+def test_bfcl_environment_as_trl_calls_it(two: list[str]) -> None:
+    """BFCL's multi-turn tasks through the TRL class: the ground truth's calls of each turn through ``call_functions``,
+    then ``end_turn``, earn 1; the same episode with its first turn's calls left out earns 0. (A task whose ground
+    truth names every argument: BFCL's decoder drops a model's positional arguments, and so does the service.)"""
+    from reward_client.trl_env import BfclEnvironment
+
+    from verifiers.kinds.bfcl import source
+
+    if not source.available():
+        pytest.skip("bfcl-eval is not installed (scripts/setup.sh: pip install --no-deps bfcl-eval)")
+    task = source.load_task("multi_turn_base_1")
+    tools = {n for n, f in vars(BfclEnvironment).items() if callable(f) and not n.startswith("_")} - {
+        "reset", "get_reward"}
+    assert tools == {"call_functions", "end_turn"}  # what TRL offers the model: no final_answer to cut BFCL short
+
+    def play(skip_first: bool) -> float | None:
+        env = BfclEnvironment(url=two)
+        shown = env.reset(task_id=task.id, prompt=[{"role": "user", "content": "(the task's first turn)"}])
+        assert shown is not None and task.ground_truth[0][0].split("(")[0] in shown  # the turn's function docs
+        for i, calls in enumerate(task.ground_truth):
+            if calls and not (skip_first and i == 0):
+                assert env.call_functions("[" + ", ".join(calls) + "]").startswith("status: results")
+            env.end_turn("Done.")
+        return env.get_reward()
+
+    assert play(skip_first=False) == 1.0
+    assert play(skip_first=True) == 0.0
