@@ -14,10 +14,22 @@ from typing import Any
 
 
 async def kill_and_wait(proc: asyncio.subprocess.Process) -> None:
-    """The clean-up of a child that holds its pipes alone."""
+    """The clean-up of a child that holds its pipes alone: killed, reaped by asyncio's child watcher, and its
+    transport closed. The wait is shielded from a cancel, and the transport is closed here, after the exit has
+    been delivered: a transport closed earlier (or by the garbage collector) polls the child itself, and whichever
+    of that poll and the watcher's thread reaps it first, the other finds no child (asyncio then logs "Unknown
+    child process pid N, will report returncode 255" and reports 255 for a child that died of SIGKILL)."""
     with contextlib.suppress(ProcessLookupError):
         proc.kill()
-    await proc.wait()
+    waiting = asyncio.ensure_future(proc.wait())
+    waiting.add_done_callback(lambda _: _close_transport(proc))  # also when the caller is cancelled meanwhile
+    await asyncio.shield(waiting)
+
+
+def _close_transport(proc: asyncio.subprocess.Process) -> None:
+    transport = getattr(proc, "_transport", None)  # asyncio.subprocess.Process offers no public close
+    if transport is not None and proc.returncode is not None:
+        transport.close()
 
 
 async def start_process(*argv: str, abandon: Callable[[asyncio.subprocess.Process], Awaitable[None]] = kill_and_wait,

@@ -79,9 +79,11 @@ class Sandbox:
         if self.supervisor is not None:
             os.close(self.supervisor)
             self.supervisor = None
-        with contextlib.suppress(Exception):
-            await self.proc.wait()
-        self.transport.close()
+        try:
+            with contextlib.suppress(Exception):
+                await kill_and_wait(self.proc)
+        finally:
+            self.transport.close()
 
 
 class WarmPool:

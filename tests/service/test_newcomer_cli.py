@@ -84,3 +84,31 @@ def test_audit_diff_with_no_disagreement_says_so(tmp_path: Path) -> None:
     html = (tmp_path / "d" / "report.html").read_text()
     section = html[html.index("<h2>Disagreements (0)</h2>"):]
     assert 'id="no-disagreements"' in section and "None: both verifiers give the same verdict" in section
+
+
+def test_version_is_printed() -> None:
+    from reward_service import __version__
+
+    done = cli("--version")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"reward-service {__version__}"
+
+
+def test_serve_help_names_every_environment_setting() -> None:
+    from reward_service.settings import ENV_PREFIX, FLAT_NAMES
+
+    text = cli("serve", "--help").stdout
+    for flat in FLAT_NAMES:
+        assert re.search(rf"(?<![A-Z_]){ENV_PREFIX}{flat.upper()}(?![A-Z_])", text), flat
+
+
+@pytest.mark.parametrize("command", ["", "audit"])
+def test_command_summaries_are_whole_at_80_columns(command: str) -> None:
+    """Each command's first sentence, wrapped, never cut short with "..."."""
+    text = cli(*command.split(), "--help").stdout
+    listing = text[text.index("Commands:"):]
+    assert "..." not in listing, listing
+    entries = re.findall(r"^  (\S+)\s+(.*(?:\n {4,}\S.*)*)", listing, re.MULTILINE)
+    assert entries, listing
+    for name, summary in entries:
+        assert " ".join(summary.split()).endswith((".", "!", "?")), (name, summary)

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandbox.spawn import start_process
+from sandbox.spawn import kill_and_wait, start_process
 from verifiers.context import request_source
 from verifiers.engine.fairness import FairQueue, WorkerShares
 from verifiers.engine.frames import aread_frame, frame
@@ -75,17 +75,9 @@ class _Worker:
         return await aread_frame(self.proc.stdout)
 
     async def kill(self) -> None:
-        if self.proc.returncode is None:
-            try:
-                self.proc.kill()
-            except ProcessLookupError:
-                pass
-        await self.proc.wait()
-        # Close the transport while its loop runs: left to the garbage collector it would close on a loop that
-        # library use (asyncio.run) has already closed. asyncio.subprocess.Process offers no public close.
-        transport = getattr(self.proc, "_transport", None)
-        if transport is not None:
-            transport.close()
+        # reaped and closed while its loop runs: left to the garbage collector the transport would close on a loop
+        # that library use (asyncio.run) has already closed, and race the child watcher for the exit status
+        await kill_and_wait(self.proc)
 
 
 @dataclass

@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 
 from verifiers.kinds.math import turns
+from verifiers.kinds.math.hedges import ADDITIVE_START, plain_hedge
+from verifiers.kinds.math.hedges import split_alternatives as split_alternatives
 from verifiers.kinds.math.normalize import PLAIN_FUNCS, canonical, lone_number, unwrap
 from verifiers.kinds.math.numeric import parse_number
 from verifiers.kinds.math.spans import Span, display_spans, escape_currency, inline_first, inline_spans, math_spans
@@ -181,7 +183,6 @@ _RETRACTION = re.compile(
 )
 # A statement that adds to the previous ones rather than replacing them.
 _ADDITIVE_BEFORE = re.compile(r"(?:\balso|\balternatively|\bor|\banother)\b[^.\n]{0,30}$", re.IGNORECASE)
-_ADDITIVE_START = re.compile(r"^\s*(?:also|either|alternatively|possibly|perhaps|maybe)\b[\s,:]*", re.IGNORECASE)
 # Candidates the response entertains without committing to them.
 _TENTATIVE = re.compile(
     r"\b(?:could|might|may)\s++(?:also\s+|possibly\s+|well\s+|instead\s+|even\s+)?be\s++(?P<x>[^\n;]{1,300})"
@@ -270,8 +271,8 @@ def _phrase_statements(section: str) -> list[Statement]:
                 x = section[start:start + displays[0].end]
         if _BOX.search(x) or _CHECKING.search(section, max(0, m.start() - 30), m.start()):
             continue  # "the answer is \\boxed{5}" (the box is the statement); "we check our answer: 17*44 = 748"
-        additive = bool(_ADDITIVE_START.match(x))
-        got = _TRAILING_CLAUSE.split(_cut_phrase(_ADDITIVE_START.sub("", x, count=1)), maxsplit=1)[0].strip()
+        additive = bool(ADDITIVE_START.match(x))
+        got = _TRAILING_CLAUSE.split(_cut_phrase(ADDITIVE_START.sub("", x, count=1)), maxsplit=1)[0].strip()
         if got:
             at = x.find(got)
             end = start + (at + len(got) if at >= 0 else len(got))
@@ -430,7 +431,7 @@ def tentative_answers(region: str) -> list[str]:
     for m, nxt in zip(matches, [*matches[1:], None]):
         start = m.start("x") if m.group("x") else m.start("y")
         text = region[start:min(m.end(), nxt.start()) if nxt else m.end()]
-        got = _cut_phrase(_ADDITIVE_START.sub("", text, count=1)).rstrip(" ,;")
+        got = _cut_phrase(ADDITIVE_START.sub("", text, count=1)).rstrip(" ,;")
         got = _TRAILING_CLAUSE.split(got, maxsplit=1)[0].strip()
         if got and answer_like(got) and not text_only(got):  # "may be rotated" is not a candidate answer
             out.append(stated_value(got))
@@ -451,7 +452,7 @@ def extract(text: str, *, last_number: bool = True, choice_letters: bool = False
     if stated:
         after = tentative_answers(section[stated[-1].start:]) or closing_alternatives(section[stated[-1].end:])
         return Extraction([st.text for st in stated] + after, _method(stated))
-    hedged = closing_alternatives(section)
+    hedged = closing_alternatives(section) or plain_hedge(last_paragraph(section))
     if hedged:
         return Extraction(hedged, "closing_sentence")
     found = _weak_extraction(section, last_number=last_number, choice_letters=choice_letters)
@@ -656,32 +657,6 @@ def _last_list(paragraph: str, spans: list[Span]) -> str:
     while first > 0 and _LIST_GLUE.fullmatch(paragraph[spans[first - 1].end:spans[first].start]):
         first -= 1
     return _joined(paragraph, spans, first)
-
-
-_ALTERNATIVE = re.compile(
-    r"\s*(?:\\(?:q?quad|text|textrm|mbox)\s*\{\s*(?:or|and)\s*\}|\\q?quad\s+|\s(?:or|and)\s|;)\s*", re.IGNORECASE
-)
-
-
-def split_alternatives(answer: str) -> list[str]:
-    """Split "4 or 5", "1331 and 1728", "a; b" at brace depth 0: each part is a separately stated answer."""
-    parts, depth, last = [], 0, 0
-    spans = []
-    for i, c in enumerate(answer):
-        if c in "{([":
-            depth += 1
-        elif c in "})]":
-            depth -= 1
-        elif depth == 0 and c in " \\;":
-            m = _ALTERNATIVE.match(answer, i)
-            if m and m.end() > i and m.group(0).strip(" ") and (answer[i] != " " or m.group(0).strip()):
-                spans.append((i, m.end()))
-    for a, b in spans:
-        if a >= last:
-            parts.append(answer[last:a])
-            last = b
-    parts.append(answer[last:])
-    return [_ADDITIVE_START.sub("", p.strip(), count=1) for p in parts if p.strip()]
 
 
 def final_statements(text: str) -> list[str]:
