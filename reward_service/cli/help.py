@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 import textwrap
 
-import click
 import typer.core
+from typer import _click as click  # typer's own copy of click, which its commands are made of
 
 from reward_service.settings import ENV_PREFIX, FLAT_NAMES
 

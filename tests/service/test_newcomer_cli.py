@@ -112,3 +112,19 @@ def test_command_summaries_are_whole_at_80_columns(command: str) -> None:
     assert entries, listing
     for name, summary in entries:
         assert " ".join(summary.split()).endswith((".", "!", "?")), (name, summary)
+
+
+def test_the_log_says_ready_when_readyz_does(tmp_path: Path) -> None:
+    """With warm sandboxes still starting, the log first names what /readyz waits for, then says "ready"."""
+    import time
+
+    from tests.support.server import run_server
+
+    with run_server(tmp_path, env={"REWARD_SERVICE_LOG_LEVEL": "INFO"}) as server:
+        deadline = time.monotonic() + 10
+        while "ready on" not in server.log() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        log = server.log()
+    assert "ready on" in log, log
+    waited = log.find("not ready yet")
+    assert waited == -1 or waited < log.index("ready on"), log

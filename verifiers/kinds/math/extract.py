@@ -35,9 +35,13 @@ _A_COLON = re.compile(r"^[ \t]*A[ \t]*:[ \t]*+(?P<x>[^\n]{1,200}?)[ \t.]*$", re.
 _LATEX_CMD = re.compile(r"\\(?:d?frac|sqrt|pi|cdot|times|infty|pm|left|right|begin|cup|leq|geq|circ|text)")
 # A number as prose writes it: thousands grouped by ",", "{,}", "\\," or one space ("10 000"), a decimal part, a slash.
 _NUMBER = re.compile(
-    r"(?<![\w.^])-?(?:\d{1,3}(?:(?:,|\{,\}|,\\!|\\,|\\ | )\d{3})+(?![\d])|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?(?![\w])"
+    r"(?<![\w.^])-?(?:\d{1,3}(?:(?:,|\{,\}|,\\!|\\,|\\ | )\d{3})+(?![\d])|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?"
+    r"(?:(?![\w])|(?=[a-zµ]{1,2}[²³](?![\w])))"  # a unit squared or cubed may follow: "1,000.99m²"
     r"|(?<![\w.])-?\.\d+"
 )
+# A sum of money: a number with a currency sign before or after it ("\\$1,000.99", "2,74 \\$", "1,000.99€").
+_AMOUNT = re.compile(r"(?:\\?\$|[€£¥])[ \t]?(?P<n>\d[\d,]*(?:\.\d+)?)"
+                     r"|(?<![\w.,])(?P<m>\d[\d,]*(?:\.\d+)?)[ \t]?(?:\\?\$|[€£¥])")
 _CHOICE = re.compile(r"\(([A-J])\)|^\s*([A-J])[.)]?\s*$", re.MULTILINE)
 # A sentence ends at ". " before a capital (after a digit too: "is 143. I hope it is correct"), never inside 3.14.
 # What a text says just before the value it states ("… is", "… equals", "x =").
@@ -381,6 +385,9 @@ def committed_statements(section: str) -> list[Statement]:
             elif unmarked and (st.derived or _DERIVATION.search(between)):
                 # a sentence's value that later working builds on is a sub-result
                 kept, unmarked = [k for k in kept if k.method in _MARKED], 0
+            # a box whose value the working after it computes with ("\\boxed{255} ... 10,200 + 255 = 10,455") was a step
+            if kept and kept[-1].method in _MARKED and _computed_with(kept[-1].text, between):
+                kept.pop()
         kept.append(st)
         unmarked += st.method not in _MARKED
     remarks = [p for p in phrases if not _VERDICT.match(p.text)]  # "so our answer is correct" states no answer
@@ -389,6 +396,14 @@ def committed_statements(section: str) -> list[Statement]:
     if any(canonical(k.text) for k in kept):
         kept = [k for k in kept if canonical(k.text)]
     return kept
+
+
+def _computed_with(value: str, working: str) -> bool:
+    """Is a numeric ``value`` an operand of an equation in ``working`` ("+ 255 = 10,455")?"""
+    number = unwrap(value).replace("\\$", "").strip()
+    if parse_number(number) is None or not re.fullmatch(r"-?[\d,.]+", number):
+        return False
+    return bool(re.search(rf"(?<![\d.,]){re.escape(number)}(?![\d])[^=\n]{{0,80}}(?<![<>!])=", working))
 
 
 def text_only(text: str) -> bool:
@@ -450,7 +465,8 @@ def extract(text: str, *, last_number: bool = True, choice_letters: bool = False
     section = own_turn(escape_currency(turns.final_section(text)))
     stated = committed_statements(section)
     if stated:
-        after = tentative_answers(section[stated[-1].start:]) or closing_alternatives(section[stated[-1].end:])
+        after = (tentative_answers(section[stated[-1].start:]) or closing_alternatives(section[stated[-1].end:])
+                 or _hedged_after(section[stated[-1].end:], [st.text for st in stated]))
         return Extraction([st.text for st in stated] + after, _method(stated))
     hedged = closing_alternatives(section) or plain_hedge(last_paragraph(section))
     if hedged:
@@ -461,6 +477,13 @@ def extract(text: str, *, last_number: bool = True, choice_letters: bool = False
     if len(set(map(canonical, candidates))) > 1:  # "It could be 4; it could also be 5."
         return Extraction(candidates + (found.answers if found else []), "tentative")
     return found
+
+
+def _hedged_after(region: str, stated: list[str]) -> list[str]:
+    """Other values the last statement's closing sentences offer with hedging words ("The answer is 14, but 4 is
+    also possible", "\\boxed{14}, or perhaps 4")."""
+    keys = {canonical(stated_value(s)) for s in stated}
+    return [v for v in plain_hedge(region, stated[-1])[1:] if canonical(v) not in keys]
 
 
 # What leads into the candidates of a closing sentence ("It is 18 or 19", "Probably 6 (or 8).", "I think it's 101,
@@ -523,7 +546,7 @@ def _weak_extraction(section: str, *, last_number: bool, choice_letters: bool) -
             choice_letters or not _LONE_SYMBOL.fullmatch(unwrap(closing))):
         return Extraction([closing], "last_line")  # a value alone in the closing paragraph: "...\n\n(-2,1)"
     last_par = last_paragraph(section)
-    stated = _concluding_value(last_par)
+    stated = _concluding_value(last_par) or _concluding_number(last_par)
     if stated:
         return Extraction([stated], "concluding_sentence")
     displays = display_spans(last_par)
@@ -551,6 +574,10 @@ def _weak_extraction(section: str, *, last_number: bool, choice_letters: bool) -
             a, b = letters[-1]
             return Extraction([a or b], "choice_letter")
     if last_line and len(lines) == 1 and len(last_line) <= 120 and re.search(r"[\d\w]", last_line):
+        amounts = [m.group("n") or m.group("m") for m in _AMOUNT.finditer(last_line)]
+        numbers = re.findall(r"\d[\d,]*(?:\.\d+)?", last_line)
+        if len(amounts) == 1 and len(numbers) == 1 and parse_number(unwrap(last_line)) is None:
+            return Extraction(amounts, "plain_text")  # "Soucis : 2,74 $ a..": the one sum of money it names
         if answer_like(last_line) or lone_number(last_line) is not None:
             return Extraction([last_line], "plain_text")
     if last_number:
@@ -608,6 +635,27 @@ def _concluding_value(paragraph: str) -> str | None:
         if m and answer_like(m.group("x")) and not WORD.search(m.group("x")) and not _is_equation(last, m.start()):
             return m.group("x")
     return stated
+
+
+_SIGN_OFF = re.compile(r"(?:I\s+)?hope\s+(?:it|this|that)\b[^.!?]*[.!]?|(?:please\s+)?let\s+me\s+know\b[^.!?]*[.!]?",
+                       re.IGNORECASE)
+
+
+_CONCLUDES = re.compile(r"(?:therefore|thus|hence|so|finally|in conclusion)\b", re.IGNORECASE)
+
+
+def _concluding_number(paragraph: str) -> str | None:
+    """The one number of a concluding sentence in prose, sign-offs after it left out ("Therefore, there are 12
+    distinct sequences that meet the conditions. I hope it is correct.", "Therefore, the error increases by
+    100%."): what the working above it (displays, inline math) arrives at."""
+    displays = display_spans(paragraph)
+    after = paragraph[displays[-1].end:] if displays else paragraph
+    sentences = [x.strip() for x in SENTENCES.split(after.strip()) if x.strip()]
+    while sentences and _SIGN_OFF.fullmatch(sentences[-1]):
+        sentences.pop()
+    if not sentences or math_spans(sentences[-1]) or not _CONCLUDES.match(sentences[-1]):
+        return None
+    return lone_number(sentences[-1])
 
 
 _VARIABLE_SUM = re.compile(r"[A-Za-z]\s*[+\-]\s*\d*\.?\d*\s*[A-Za-z0-9]|[+\-]\s*\d*\.?\d*\s*[A-Za-z](?![A-Za-z])")

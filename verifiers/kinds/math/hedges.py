@@ -14,10 +14,12 @@ import re
 from verifiers.kinds.math.normalize import canonical
 from verifiers.kinds.math.spans import math_spans
 
-# Words that leave a value open. A "?" after a value does too ("So 5? Or 4.").
+# Words that leave a value open; "or" beside a value ("6 or", "or maybe 4"), not between words ("including or
+# excluding"). A "?" after a value does too ("So 5? Or 4.").
 _HEDGE = re.compile(
     r"\b(?:maybe|perhaps|possibly|probably|likely|might|could|either|unsure|not\s+sure|uncertain|"
-    r"(?:also|too)\s+(?:possible|plausible|likely|valid|works?|correct)|possible\s+too|alternatively|or)\b|\?",
+    r"(?:also|too)\s+(?:possible|plausible|likely|valid|works?|correct)|possible\s+too|alternatively)\b|\?"
+    r"|(?<=[\d$})])[ \t]*,?[ \t]*\bor\b|\bor\s+(?:maybe\s+|perhaps\s+|possibly\s+|else\s+|it'?s\s+)?[-\d$\\(]",
     re.IGNORECASE,
 )
 # What withdraws the values before it and names the final one: a correction or a decision.
@@ -51,13 +53,24 @@ def closing_zone(paragraph: str) -> str:
     correction on."""
     sentences = [s for s in _SENTENCE.split(paragraph.strip()) if s.strip()]
     start = len(sentences)
-    while start > 0 and not _WORKING.search(_without_math(sentences[start - 1])):
+    while start > 0 and not _does_arithmetic(sentences[start - 1]):
         start -= 1
     zone = " ".join(sentences[start:])[-400:]
-    last = None
-    for last in _CORRECTION.finditer(zone):
-        pass
-    return zone[last.end():] if last else zone
+    cut = 0
+    for correction in _CORRECTION.finditer(zone):
+        cut = correction.end()
+    return zone[cut:]
+
+
+def _does_arithmetic(sentence: str) -> bool:
+    """Working: arithmetic in prose ("2 * 3 = 6"), or math that computes ("$PM/PQ = 8/17$"), not math that only
+    names a value ("$x = 18$ or $x = 19$")."""
+    return bool(_WORKING.search(_without_math(sentence))
+                or any("=" in sp.body and _OPERATION.search(sp.body) for sp in math_spans(sentence)))
+
+
+# An operation between two terms inside math: "PM/PQ", "5+5", "2 \\cdot 3".
+_OPERATION = re.compile(r"[\w)}]\s*(?:[-+*/^]|\\(?:times|cdot|div|frac))\s*[\w({\\]|\\frac")
 
 
 def _without_math(sentence: str) -> str:
@@ -68,19 +81,21 @@ def _without_math(sentence: str) -> str:
     return out
 
 
-def plain_hedge(paragraph: str) -> list[str]:
+def plain_hedge(paragraph: str, stated: str | None = None) -> list[str]:
     """The different values the closing sentences offer with hedging words ("I think 6, maybe 4" gives 6, 4); empty
     when they offer one value, none, or no hedging word. Values are read from the sentences that hedge, and from the
     sentence before one that only continues it ("It's 6. Or perhaps 4.", "So 5? Or 4."), never from a sentence that
-    states a value plainly ("Each has 2 apples. So probably 6." offers one value)."""
-    sentences = [s for s in _SENTENCE.split(closing_zone(paragraph)) if s.strip()]
+    states a value plainly ("Each has 2 apples. So probably 6." offers one value). With ``stated``, the paragraph is
+    what follows a committed statement of that value ("The answer is 14[, but 4 is also possible.]")."""
+    zone = closing_zone(paragraph) if stated is None else paragraph[:400]
+    sentences = [s for s in _SENTENCE.split(zone) if s.strip()]
     chosen: set[int] = set()
     for i, sentence in enumerate(sentences):
         if _HEDGE.search(sentence):
             chosen.add(i)
             if i and (_CONTINUES.match(sentence) or sentences[i - 1].rstrip().endswith("?")):
                 chosen.add(i - 1)
-    values: list[str] = []
+    values: list[str] = [stated] if stated is not None and chosen else []
     for i in sorted(chosen):
         for clause in _CLAUSE_END.split(sentences[i]):
             clause = _CLAUSE.split(clause, maxsplit=1)[0]
@@ -117,8 +132,11 @@ def split_alternatives(answer: str) -> list[str]:
             if m and m.end() > i and m.group(0).strip(" ") and (answer[i] != " " or m.group(0).strip()):
                 spans.append((i, m.end()))
     for a, b in spans:
-        if a >= last:
-            parts.append(answer[last:a])
-            last = b
+        if a < last:
+            continue
+        if answer[last:a].rstrip().endswith(",") and re.search(r"and|quad", answer[a:b], re.IGNORECASE):
+            continue  # "19, 46, and 82", "a = 1, \\quad b = 2": the next item of one list, not another answer
+        parts.append(answer[last:a])
+        last = b
     parts.append(answer[last:])
     return [ADDITIVE_START.sub("", p.strip(), count=1) for p in parts if p.strip()]
