@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandbox.spawn import kill_and_wait, start_process
+from sandbox.spawn import kill_and_wait, kill_child, start_process
 from verifiers.context import request_source
 from verifiers.engine.fairness import FairQueue, WorkerShares
 from verifiers.engine.frames import aread_frame, frame
@@ -196,11 +196,7 @@ class WorkerPool:
     def _replace_later(self, dead: _Worker, respawn: bool = True) -> None:
         self._all.discard(dead)
         self._retiring.add(dead)
-        if dead.proc.returncode is None:  # now, not in the task: close() may cancel that task before it runs
-            try:
-                dead.proc.kill()
-            except ProcessLookupError:
-                pass
+        kill_child(dead.proc)  # now, not in the task: close() may cancel that task before it runs
         if respawn:
             self._stats.restarts += 1
         self._start_task(self._replace(dead, respawn))
