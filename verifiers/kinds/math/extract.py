@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 
 from verifiers.kinds.math import turns
+from verifiers.kinds.math.closing import SENTENCES as SENTENCES
+from verifiers.kinds.math.closing import computed_with, concluding_number, money_amount
 from verifiers.kinds.math.hedges import ADDITIVE_START, plain_hedge
 from verifiers.kinds.math.hedges import split_alternatives as split_alternatives
 from verifiers.kinds.math.normalize import PLAIN_FUNCS, canonical, lone_number, unwrap
@@ -39,9 +41,6 @@ _NUMBER = re.compile(
     r"(?:(?![\w])|(?=[a-zµ]{1,2}[²³](?![\w])))"  # a unit squared or cubed may follow: "1,000.99m²"
     r"|(?<![\w.])-?\.\d+"
 )
-# A sum of money: a number with a currency sign before or after it ("\\$1,000.99", "2,74 \\$", "1,000.99€").
-_AMOUNT = re.compile(r"(?:\\?\$|[€£¥])[ \t]?(?P<n>\d[\d,]*(?:\.\d+)?)"
-                     r"|(?<![\w.,])(?P<m>\d[\d,]*(?:\.\d+)?)[ \t]?(?:\\?\$|[€£¥])")
 _CHOICE = re.compile(r"\(([A-J])\)|^\s*([A-J])[.)]?\s*$", re.MULTILINE)
 # A sentence ends at ". " before a capital (after a digit too: "is 143. I hope it is correct"), never inside 3.14.
 # What a text says just before the value it states ("… is", "… equals", "x =").
@@ -386,7 +385,7 @@ def committed_statements(section: str) -> list[Statement]:
                 # a sentence's value that later working builds on is a sub-result
                 kept, unmarked = [k for k in kept if k.method in _MARKED], 0
             # a box whose value the working after it computes with ("\\boxed{255} ... 10,200 + 255 = 10,455") was a step
-            if kept and kept[-1].method in _MARKED and _computed_with(kept[-1].text, between):
+            if kept and kept[-1].method in _MARKED and computed_with(kept[-1].text, between):
                 kept.pop()
         kept.append(st)
         unmarked += st.method not in _MARKED
@@ -396,14 +395,6 @@ def committed_statements(section: str) -> list[Statement]:
     if any(canonical(k.text) for k in kept):
         kept = [k for k in kept if canonical(k.text)]
     return kept
-
-
-def _computed_with(value: str, working: str) -> bool:
-    """Is a numeric ``value`` an operand of an equation in ``working`` ("+ 255 = 10,455")?"""
-    number = unwrap(value).replace("\\$", "").strip()
-    if parse_number(number) is None or not re.fullmatch(r"-?[\d,.]+", number):
-        return False
-    return bool(re.search(rf"(?<![\d.,]){re.escape(number)}(?![\d])[^=\n]{{0,80}}(?<![<>!])=", working))
 
 
 def text_only(text: str) -> bool:
@@ -546,7 +537,7 @@ def _weak_extraction(section: str, *, last_number: bool, choice_letters: bool) -
             choice_letters or not _LONE_SYMBOL.fullmatch(unwrap(closing))):
         return Extraction([closing], "last_line")  # a value alone in the closing paragraph: "...\n\n(-2,1)"
     last_par = last_paragraph(section)
-    stated = _concluding_value(last_par) or _concluding_number(last_par)
+    stated = _concluding_value(last_par) or concluding_number(last_par)
     if stated:
         return Extraction([stated], "concluding_sentence")
     displays = display_spans(last_par)
@@ -574,10 +565,9 @@ def _weak_extraction(section: str, *, last_number: bool, choice_letters: bool) -
             a, b = letters[-1]
             return Extraction([a or b], "choice_letter")
     if last_line and len(lines) == 1 and len(last_line) <= 120 and re.search(r"[\d\w]", last_line):
-        amounts = [m.group("n") or m.group("m") for m in _AMOUNT.finditer(last_line)]
-        numbers = re.findall(r"\d[\d,]*(?:\.\d+)?", last_line)
-        if len(amounts) == 1 and len(numbers) == 1 and parse_number(unwrap(last_line)) is None:
-            return Extraction(amounts, "plain_text")  # "Soucis : 2,74 $ a..": the one sum of money it names
+        amount = money_amount(last_line)
+        if amount is not None:
+            return Extraction([amount], "plain_text")  # "Soucis : 2,74 $ a..": the one sum of money it names
         if answer_like(last_line) or lone_number(last_line) is not None:
             return Extraction([last_line], "plain_text")
     if last_number:
@@ -597,7 +587,6 @@ def last_paragraph(section: str) -> str:
     return paragraphs[-1]
 
 
-SENTENCES = re.compile(r"(?<=[.!?])\s+(?=[A-Z\\$])|\n+")
 _ENDS_WITH_NUMBER = re.compile(
     r"(?:\bis|\bare|\bbe|\bequals?|=|:)\)?\s*(?:\\\$\s*)?(?P<x>-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?\\?%?)"
     r"(?P<rest>(?:\s+[A-Za-z][a-z]*(?:\^\{?[23]\}?)?){0,2})\s*[.!]?\s*$"
@@ -635,27 +624,6 @@ def _concluding_value(paragraph: str) -> str | None:
         if m and answer_like(m.group("x")) and not WORD.search(m.group("x")) and not _is_equation(last, m.start()):
             return m.group("x")
     return stated
-
-
-_SIGN_OFF = re.compile(r"(?:I\s+)?hope\s+(?:it|this|that)\b[^.!?]*[.!]?|(?:please\s+)?let\s+me\s+know\b[^.!?]*[.!]?",
-                       re.IGNORECASE)
-
-
-_CONCLUDES = re.compile(r"(?:therefore|thus|hence|so|finally|in conclusion)\b", re.IGNORECASE)
-
-
-def _concluding_number(paragraph: str) -> str | None:
-    """The one number of a concluding sentence in prose, sign-offs after it left out ("Therefore, there are 12
-    distinct sequences that meet the conditions. I hope it is correct.", "Therefore, the error increases by
-    100%."): what the working above it (displays, inline math) arrives at."""
-    displays = display_spans(paragraph)
-    after = paragraph[displays[-1].end:] if displays else paragraph
-    sentences = [x.strip() for x in SENTENCES.split(after.strip()) if x.strip()]
-    while sentences and _SIGN_OFF.fullmatch(sentences[-1]):
-        sentences.pop()
-    if not sentences or math_spans(sentences[-1]) or not _CONCLUDES.match(sentences[-1]):
-        return None
-    return lone_number(sentences[-1])
 
 
 _VARIABLE_SUM = re.compile(r"[A-Za-z]\s*[+\-]\s*\d*\.?\d*\s*[A-Za-z0-9]|[+\-]\s*\d*\.?\d*\s*[A-Za-z](?![A-Za-z])")
