@@ -384,9 +384,12 @@ def committed_statements(section: str) -> list[Statement]:
             elif unmarked and (st.derived or _DERIVATION.search(between)):
                 # a sentence's value that later working builds on is a sub-result
                 kept, unmarked = [k for k in kept if k.method in _MARKED], 0
-            # a box whose value the working after it computes with ("\\boxed{255} ... 10,200 + 255 = 10,455") was a step
-            if kept and kept[-1].method in _MARKED and computed_with(kept[-1].text, between):
-                kept.pop()
+            # boxes that the working before a closing statement computes with were steps ("\\boxed{255} …
+            # 200 + 255 = 455. Final Answer: 455"); between two boxes, boxes stay strict
+            if st.method not in _MARKED:
+                steps = [id(k) for k in kept[-8:] if k.method in _MARKED
+                         and computed_with(k.text, section[k.end:min(st.start, k.end + 2000)])]
+                kept = [k for k in kept if id(k) not in steps]
         kept.append(st)
         unmarked += st.method not in _MARKED
     remarks = [p for p in phrases if not _VERDICT.match(p.text)]  # "so our answer is correct" states no answer

@@ -51,7 +51,7 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+|(?<=\?)(?=\S)|\n+")
 def closing_zone(paragraph: str) -> str:
     """The answer's closing words: the final sentences after the last one that does arithmetic, from the last
     correction on."""
-    sentences = [s for s in _SENTENCE.split(paragraph.strip()) if s.strip()]
+    sentences = [s for s in _SENTENCE.split(paragraph.strip()[-2000:]) if s.strip()]  # the closing words only
     start = len(sentences)
     while start > 0 and not _does_arithmetic(sentences[start - 1]):
         start -= 1
@@ -60,6 +60,17 @@ def closing_zone(paragraph: str) -> str:
     for correction in _CORRECTION.finditer(zone):
         cut = correction.end()
     return zone[cut:]
+
+
+def _first_words(region: str) -> str:
+    """What follows a statement in its own paragraph, up to the first sentence that does arithmetic (an explanation
+    after "The answer is N." is working, not candidates)."""
+    words = []
+    for sentence in _SENTENCE.split(re.split(r"\n[ \t]*\n", region[:2000], maxsplit=1)[0]):
+        if _does_arithmetic(sentence):
+            break
+        words.append(sentence)
+    return " ".join(words)
 
 
 def _does_arithmetic(sentence: str) -> bool:
@@ -87,7 +98,7 @@ def plain_hedge(paragraph: str, stated: str | None = None) -> list[str]:
     sentence before one that only continues it ("It's 6. Or perhaps 4.", "So 5? Or 4."), never from a sentence that
     states a value plainly ("Each has 2 apples. So probably 6." offers one value). With ``stated``, the paragraph is
     what follows a committed statement of that value ("The answer is 14[, but 4 is also possible.]")."""
-    zone = closing_zone(paragraph) if stated is None else paragraph[:400]
+    zone = closing_zone(paragraph) if stated is None else _first_words(paragraph)
     sentences = [s for s in _SENTENCE.split(zone) if s.strip()]
     chosen: set[int] = set()
     for i, sentence in enumerate(sentences):
@@ -99,6 +110,8 @@ def plain_hedge(paragraph: str, stated: str | None = None) -> list[str]:
     for i in sorted(chosen):
         for clause in _CLAUSE_END.split(sentences[i]):
             clause = _CLAUSE.split(clause, maxsplit=1)[0]
+            if _DENIES.search(clause):  # "so it is not 18 or 20": values ruled out, not offered
+                continue
             values += [sp.body.strip() for sp in math_spans(clause)]
             bare = _without_math(clause)
             values += [m.group(0) for m in _VALUE.finditer(bare) if not _NOT_A_CANDIDATE.search(bare[:m.start()])]
@@ -106,6 +119,9 @@ def plain_hedge(paragraph: str, stated: str | None = None) -> list[str]:
     return values if len(distinct) > 1 else []
 
 
+# What rules values out rather than offering them ("so it is not 18 or 20"); "not sure" still hedges.
+_DENIES = re.compile(r"\b(?:not(?!\s+(?:sure|certain))|never|neither|nor|isn't|aren't|cannot|can't|rule[sd]? out|"
+                     r"excludes?)\b", re.IGNORECASE)
 # A sentence that only continues the one before it with another candidate.
 _CONTINUES = re.compile(r"\s*(?:or|but|then again|alternatively|though|although|otherwise|else)\b", re.IGNORECASE)
 _CLAUSE_END = re.compile(r"(?<!\d)\.|\.(?!\d)|[!?;]")
