@@ -1,6 +1,7 @@
 """The FastAPI application: lifespan (runtime, metrics), middleware, error handlers and routers."""
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 import time
@@ -133,6 +134,24 @@ def _mount_docs(app: FastAPI) -> None:
         )
 
 
+async def announce_readiness(runtime: Runtime, settings: Settings, poll_s: float = 0.1) -> None:
+    """Log "ready" when /readyz says ready, not before: while a reward model or warm sandboxes are still starting,
+    the log names what /readyz waits for, then says "ready" once nothing is left (or names what failed)."""
+    where = f"{settings.server.host}:{settings.server.port}"
+    waiting = runtime.not_ready()
+    if waiting:
+        log.info("reward-service %s serving on %s; not ready yet, /readyz waits for: %s", __version__, where,
+                 ", ".join(waiting))
+    told = set(waiting)
+    while waiting:
+        await asyncio.sleep(poll_s)  # a resource's readiness is a flag, not an event
+        waiting = runtime.not_ready()
+        for failed in [w for w in waiting if w not in told and ": " in w]:  # a reason: it failed and stays failed
+            log.warning("reward-service %s not ready: %s", __version__, failed)
+        told.update(waiting)
+    log.info("reward-service %s ready on %s", __version__, where)
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     metrics = Metrics()
@@ -156,10 +175,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if runtime.environments is not None:
                 runtime.environments.observer = metrics
             services.jobs = manager
-            log.info("reward-service %s ready on %s:%s", __version__, settings.server.host, settings.server.port)
+            announcing = asyncio.create_task(announce_readiness(runtime, settings))
             try:
                 yield
             finally:
+                announcing.cancel()
                 services.admission.draining = True
                 for scope in list(services.in_flight):  # a server that did not drain first (not ``serve``'s)
                     scope.cancel(SHUTTING_DOWN)

@@ -10,9 +10,11 @@ from typing import Annotated, Any
 
 import typer
 
+from reward_service.cli.help import WholeSummaries
 from reward_service.settings import load_settings
 
-audit_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,  # plain help, as the main app (cli.py)
+# plain help, as the main app (cli/main.py), with each command's summary whole
+audit_app = typer.Typer(no_args_is_help=True, cls=WholeSummaries, rich_markup_mode=None,
                         help="False-positive audits of a verifier (labelled data or probes), and diffs of two "
                         "verifiers.")
 

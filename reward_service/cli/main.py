@@ -7,13 +7,31 @@ from typing import Any
 
 import typer
 
+from reward_service import __version__
+from reward_service.cli.help import WholeSummaries, settings_epilog
 from reward_service.settings import load_settings
 
 # Plain help (click's layout, no rich panels): rich's option table cut long option names short at 80 columns and
 # labelled flags <bool> as if they took a value.
-app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None, cls=WholeSummaries,
                   help="Verifier and reward-model service for RL trainers.")
 
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"reward-service {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    """Verifier and reward-model service for RL trainers."""
+
+
+@app.command(epilog=settings_epilog())
 
 @app.command()
 def serve(

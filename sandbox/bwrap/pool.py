@@ -16,7 +16,7 @@ from sandbox.bwrap.config import BwrapConfig
 from sandbox.bwrap.frames import FrameKind, read_frame
 from sandbox.bwrap.layout import BASE_ENV
 from sandbox.cgroups import MemoryCgroups, MemoryGroup
-from sandbox.spawn import kill_and_wait, start_process
+from sandbox.spawn import kill_and_wait, kill_child, start_process
 
 log = logging.getLogger("sandbox.bwrap")
 
@@ -71,17 +71,18 @@ class Sandbox:
         if self.supervisor is not None:
             with contextlib.suppress(OSError):
                 signal.pidfd_send_signal(self.supervisor, signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError):
-            self.proc.kill()
+        kill_child(self.proc)
 
     async def destroy(self) -> None:
         self.kill()
         if self.supervisor is not None:
             os.close(self.supervisor)
             self.supervisor = None
-        with contextlib.suppress(Exception):
-            await self.proc.wait()
-        self.transport.close()
+        try:
+            with contextlib.suppress(Exception):
+                await kill_and_wait(self.proc)
+        finally:
+            self.transport.close()
 
 
 class WarmPool:

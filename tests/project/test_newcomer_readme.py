@@ -117,15 +117,24 @@ def test_the_python_example_runs_as_written(tour_server: LiveServer) -> None:
 
 
 def test_the_rollout_file_example_runs_as_written(tour_server: LiveServer, tmp_path: Path) -> None:
+    """As written, from a checkout: it scores, and its files land in a scratch folder, not in the checkout."""
     pq = pytest.importorskip("pyarrow.parquet")
     (example,) = blocks_with("bash", "reward-service score")
-    done = shell(example, cwd=tmp_path)
+    checkout, scratch = tmp_path / "checkout", tmp_path / "tmp"
+    checkout.mkdir()
+    scratch.mkdir()
+    done = shell(f"export TMPDIR={scratch}\n{example}", cwd=checkout)
     assert done.returncode == 0, done.stderr
     assert "0.5000" in done.stdout  # the mean its comment gives
-    rows = pq.read_table(tmp_path / "scored.parquet").to_pylist()
+    assert list(checkout.iterdir()) == [], "the tour left files in the checkout"
+    (out,) = scratch.glob("*/scored.parquet")
+    rows = pq.read_table(out).to_pylist()
     assert [(r["id"], r["status"], r["score"]) for r in rows] == [("q1-a", "ok", 1.0), ("q1-b", "ok", 0.0)]
+    assert "Unknown child process" not in done.stderr
     # and through the server, as the text before it says (its --url, aimed at this test's port)
-    done = shell(example.replace("--reference-field answer", f"--reference-field answer --url {tour_server.url} "
-                                 "--overwrite"), cwd=tmp_path)
+    done = shell(f"export TMPDIR={scratch}\n" + example.replace(
+        "--reference-field answer", f"--reference-field answer --url {tour_server.url} --overwrite"), cwd=checkout)
     assert done.returncode == 0, done.stderr
-    assert pq.read_table(tmp_path / "scored.parquet").to_pylist() == rows
+    assert list(checkout.iterdir()) == []
+    (other,) = [p for p in scratch.glob("*/scored.parquet") if p != out]
+    assert pq.read_table(other).to_pylist() == rows

@@ -84,3 +84,47 @@ def test_audit_diff_with_no_disagreement_says_so(tmp_path: Path) -> None:
     html = (tmp_path / "d" / "report.html").read_text()
     section = html[html.index("<h2>Disagreements (0)</h2>"):]
     assert 'id="no-disagreements"' in section and "None: both verifiers give the same verdict" in section
+
+
+def test_version_is_printed() -> None:
+    from reward_service import __version__
+
+    done = cli("--version")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"reward-service {__version__}"
+
+
+def test_serve_help_names_every_environment_setting() -> None:
+    from reward_service.settings import ENV_PREFIX, FLAT_NAMES
+
+    text = cli("serve", "--help").stdout
+    for flat in FLAT_NAMES:
+        assert re.search(rf"(?<![A-Z_]){ENV_PREFIX}{flat.upper()}(?![A-Z_])", text), flat
+
+
+@pytest.mark.parametrize("command", ["", "audit"])
+def test_command_summaries_are_whole_at_80_columns(command: str) -> None:
+    """Each command's first sentence, wrapped, never cut short with "..."."""
+    text = cli(*command.split(), "--help").stdout
+    listing = text[text.index("Commands:"):]
+    assert "..." not in listing, listing
+    entries = re.findall(r"^  (\S+)\s+(.*(?:\n {4,}\S.*)*)", listing, re.MULTILINE)
+    assert entries, listing
+    for name, summary in entries:
+        assert " ".join(summary.split()).endswith((".", "!", "?")), (name, summary)
+
+
+def test_the_log_says_ready_when_readyz_does(tmp_path: Path) -> None:
+    """With warm sandboxes still starting, the log first names what /readyz waits for, then says "ready"."""
+    import time
+
+    from tests.support.server import run_server
+
+    with run_server(tmp_path, env={"REWARD_SERVICE_LOG_LEVEL": "INFO"}) as server:
+        deadline = time.monotonic() + 10
+        while "ready on" not in server.log() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        log = server.log()
+    assert "ready on" in log, log
+    waited = log.find("not ready yet")
+    assert waited == -1 or waited < log.index("ready on"), log

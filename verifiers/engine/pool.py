@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sandbox.api import run_priority
-from sandbox.spawn import start_process
+from sandbox.spawn import kill_and_wait, kill_child, start_process
 from verifiers.context import request_source
 from verifiers.engine.fairness import FairQueue, WorkerShares
 from verifiers.engine.frames import aread_frame, frame
@@ -76,17 +76,9 @@ class _Worker:
         return await aread_frame(self.proc.stdout)
 
     async def kill(self) -> None:
-        if self.proc.returncode is None:
-            try:
-                self.proc.kill()
-            except ProcessLookupError:
-                pass
-        await self.proc.wait()
-        # Close the transport while its loop runs: left to the garbage collector it would close on a loop that
-        # library use (asyncio.run) has already closed. asyncio.subprocess.Process offers no public close.
-        transport = getattr(self.proc, "_transport", None)
-        if transport is not None:
-            transport.close()
+        # reaped and closed while its loop runs: left to the garbage collector the transport would close on a loop
+        # that library use (asyncio.run) has already closed, and race the child watcher for the exit status
+        await kill_and_wait(self.proc)
 
 
 @dataclass
@@ -209,11 +201,7 @@ class WorkerPool:
     def _replace_later(self, dead: _Worker, respawn: bool = True) -> None:
         self._all.discard(dead)
         self._retiring.add(dead)
-        if dead.proc.returncode is None:  # now, not in the task: close() may cancel that task before it runs
-            try:
-                dead.proc.kill()
-            except ProcessLookupError:
-                pass
+        kill_child(dead.proc)  # now, not in the task: close() may cancel that task before it runs
         if respawn:
             self._stats.restarts += 1
         self._start_task(self._replace(dead, respawn))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -242,6 +243,10 @@ def test_readyz_stays_503_while_a_model_cannot_load(dirs: dict[str, Path], tmp_p
         r = httpx.post(f"{url}/v1/verify",
                        json={"items": [{"verifier": "exact_match", "response": "a", "reference": "a"}]}, timeout=30)
         assert r.status_code == 200 and r.json()["results"][0]["score"] == 1.0  # the rest of the service works
+        log = (tmp_path / "server.log").read_text()
+        assert "ready on" not in log, log  # the log says what /readyz says
+        assert re.search(r"not ready yet, /readyz waits for: .*models", log), log
+        assert re.search(r"not ready: models: .*missing", log), log
     finally:
         proc.terminate()
         proc.wait(timeout=30)

@@ -15,6 +15,10 @@ import re
 from dataclasses import dataclass
 
 from verifiers.kinds.math import turns
+from verifiers.kinds.math.closing import SENTENCES as SENTENCES
+from verifiers.kinds.math.closing import computed_with, concluding_number, money_amount
+from verifiers.kinds.math.hedges import ADDITIVE_START, plain_hedge
+from verifiers.kinds.math.hedges import split_alternatives as split_alternatives
 from verifiers.kinds.math.normalize import PLAIN_FUNCS, canonical, lone_number, unwrap
 from verifiers.kinds.math.numeric import parse_number
 from verifiers.kinds.math.spans import Span, display_spans, escape_currency, inline_first, inline_spans, math_spans
@@ -33,7 +37,8 @@ _A_COLON = re.compile(r"^[ \t]*A[ \t]*:[ \t]*+(?P<x>[^\n]{1,200}?)[ \t.]*$", re.
 _LATEX_CMD = re.compile(r"\\(?:d?frac|sqrt|pi|cdot|times|infty|pm|left|right|begin|cup|leq|geq|circ|text)")
 # A number as prose writes it: thousands grouped by ",", "{,}", "\\," or one space ("10 000"), a decimal part, a slash.
 _NUMBER = re.compile(
-    r"(?<![\w.^])-?(?:\d{1,3}(?:(?:,|\{,\}|,\\!|\\,|\\ | )\d{3})+(?![\d])|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?(?![\w])"
+    r"(?<![\w.^])-?(?:\d{1,3}(?:(?:,|\{,\}|,\\!|\\,|\\ | )\d{3})+(?![\d])|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?"
+    r"(?:(?![\w])|(?=[a-zµ]{1,2}[²³](?![\w])))"  # a unit squared or cubed may follow: "1,000.99m²"
     r"|(?<![\w.])-?\.\d+"
 )
 _CHOICE = re.compile(r"\(([A-J])\)|^\s*([A-J])[.)]?\s*$", re.MULTILINE)
@@ -181,7 +186,6 @@ _RETRACTION = re.compile(
 )
 # A statement that adds to the previous ones rather than replacing them.
 _ADDITIVE_BEFORE = re.compile(r"(?:\balso|\balternatively|\bor|\banother)\b[^.\n]{0,30}$", re.IGNORECASE)
-_ADDITIVE_START = re.compile(r"^\s*(?:also|either|alternatively|possibly|perhaps|maybe)\b[\s,:]*", re.IGNORECASE)
 # Candidates the response entertains without committing to them.
 _TENTATIVE = re.compile(
     r"\b(?:could|might|may)\s++(?:also\s+|possibly\s+|well\s+|instead\s+|even\s+)?be\s++(?P<x>[^\n;]{1,300})"
@@ -270,8 +274,8 @@ def _phrase_statements(section: str) -> list[Statement]:
                 x = section[start:start + displays[0].end]
         if _BOX.search(x) or _CHECKING.search(section, max(0, m.start() - 30), m.start()):
             continue  # "the answer is \\boxed{5}" (the box is the statement); "we check our answer: 17*44 = 748"
-        additive = bool(_ADDITIVE_START.match(x))
-        got = _TRAILING_CLAUSE.split(_cut_phrase(_ADDITIVE_START.sub("", x, count=1)), maxsplit=1)[0].strip()
+        additive = bool(ADDITIVE_START.match(x))
+        got = _TRAILING_CLAUSE.split(_cut_phrase(ADDITIVE_START.sub("", x, count=1)), maxsplit=1)[0].strip()
         if got:
             at = x.find(got)
             end = start + (at + len(got) if at >= 0 else len(got))
@@ -380,6 +384,12 @@ def committed_statements(section: str) -> list[Statement]:
             elif unmarked and (st.derived or _DERIVATION.search(between)):
                 # a sentence's value that later working builds on is a sub-result
                 kept, unmarked = [k for k in kept if k.method in _MARKED], 0
+            # boxes that the working before a closing statement computes with were steps ("\\boxed{255} …
+            # 200 + 255 = 455. Final Answer: 455"); between two boxes, boxes stay strict
+            if st.method not in _MARKED:
+                steps = [id(k) for k in kept[-8:] if k.method in _MARKED
+                         and computed_with(k.text, section[k.end:min(st.start, k.end + 2000)])]
+                kept = [k for k in kept if id(k) not in steps]
         kept.append(st)
         unmarked += st.method not in _MARKED
     remarks = [p for p in phrases if not _VERDICT.match(p.text)]  # "so our answer is correct" states no answer
@@ -430,7 +440,7 @@ def tentative_answers(region: str) -> list[str]:
     for m, nxt in zip(matches, [*matches[1:], None]):
         start = m.start("x") if m.group("x") else m.start("y")
         text = region[start:min(m.end(), nxt.start()) if nxt else m.end()]
-        got = _cut_phrase(_ADDITIVE_START.sub("", text, count=1)).rstrip(" ,;")
+        got = _cut_phrase(ADDITIVE_START.sub("", text, count=1)).rstrip(" ,;")
         got = _TRAILING_CLAUSE.split(got, maxsplit=1)[0].strip()
         if got and answer_like(got) and not text_only(got):  # "may be rotated" is not a candidate answer
             out.append(stated_value(got))
@@ -449,9 +459,10 @@ def extract(text: str, *, last_number: bool = True, choice_letters: bool = False
     section = own_turn(escape_currency(turns.final_section(text)))
     stated = committed_statements(section)
     if stated:
-        after = tentative_answers(section[stated[-1].start:]) or closing_alternatives(section[stated[-1].end:])
+        after = (tentative_answers(section[stated[-1].start:]) or closing_alternatives(section[stated[-1].end:])
+                 or _hedged_after(section[stated[-1].end:], [st.text for st in stated]))
         return Extraction([st.text for st in stated] + after, _method(stated))
-    hedged = closing_alternatives(section)
+    hedged = closing_alternatives(section) or plain_hedge(last_paragraph(section))
     if hedged:
         return Extraction(hedged, "closing_sentence")
     found = _weak_extraction(section, last_number=last_number, choice_letters=choice_letters)
@@ -460,6 +471,13 @@ def extract(text: str, *, last_number: bool = True, choice_letters: bool = False
     if len(set(map(canonical, candidates))) > 1:  # "It could be 4; it could also be 5."
         return Extraction(candidates + (found.answers if found else []), "tentative")
     return found
+
+
+def _hedged_after(region: str, stated: list[str]) -> list[str]:
+    """Other values the last statement's closing sentences offer with hedging words ("The answer is 14, but 4 is
+    also possible", "\\boxed{14}, or perhaps 4")."""
+    keys = {canonical(stated_value(s)) for s in stated}
+    return [v for v in plain_hedge(region, stated[-1])[1:] if canonical(v) not in keys]
 
 
 # What leads into the candidates of a closing sentence ("It is 18 or 19", "Probably 6 (or 8).", "I think it's 101,
@@ -522,7 +540,7 @@ def _weak_extraction(section: str, *, last_number: bool, choice_letters: bool) -
             choice_letters or not _LONE_SYMBOL.fullmatch(unwrap(closing))):
         return Extraction([closing], "last_line")  # a value alone in the closing paragraph: "...\n\n(-2,1)"
     last_par = last_paragraph(section)
-    stated = _concluding_value(last_par)
+    stated = _concluding_value(last_par) or concluding_number(last_par)
     if stated:
         return Extraction([stated], "concluding_sentence")
     displays = display_spans(last_par)
@@ -550,6 +568,9 @@ def _weak_extraction(section: str, *, last_number: bool, choice_letters: bool) -
             a, b = letters[-1]
             return Extraction([a or b], "choice_letter")
     if last_line and len(lines) == 1 and len(last_line) <= 120 and re.search(r"[\d\w]", last_line):
+        amount = money_amount(last_line)
+        if amount is not None:
+            return Extraction([amount], "plain_text")  # "Soucis : 2,74 $ a..": the one sum of money it names
         if answer_like(last_line) or lone_number(last_line) is not None:
             return Extraction([last_line], "plain_text")
     if last_number:
@@ -569,7 +590,6 @@ def last_paragraph(section: str) -> str:
     return paragraphs[-1]
 
 
-SENTENCES = re.compile(r"(?<=[.!?])\s+(?=[A-Z\\$])|\n+")
 _ENDS_WITH_NUMBER = re.compile(
     r"(?:\bis|\bare|\bbe|\bequals?|=|:)\)?\s*(?:\\\$\s*)?(?P<x>-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?\\?%?)"
     r"(?P<rest>(?:\s+[A-Za-z][a-z]*(?:\^\{?[23]\}?)?){0,2})\s*[.!]?\s*$"
@@ -656,32 +676,6 @@ def _last_list(paragraph: str, spans: list[Span]) -> str:
     while first > 0 and _LIST_GLUE.fullmatch(paragraph[spans[first - 1].end:spans[first].start]):
         first -= 1
     return _joined(paragraph, spans, first)
-
-
-_ALTERNATIVE = re.compile(
-    r"\s*(?:\\(?:q?quad|text|textrm|mbox)\s*\{\s*(?:or|and)\s*\}|\\q?quad\s+|\s(?:or|and)\s|;)\s*", re.IGNORECASE
-)
-
-
-def split_alternatives(answer: str) -> list[str]:
-    """Split "4 or 5", "1331 and 1728", "a; b" at brace depth 0: each part is a separately stated answer."""
-    parts, depth, last = [], 0, 0
-    spans = []
-    for i, c in enumerate(answer):
-        if c in "{([":
-            depth += 1
-        elif c in "})]":
-            depth -= 1
-        elif depth == 0 and c in " \\;":
-            m = _ALTERNATIVE.match(answer, i)
-            if m and m.end() > i and m.group(0).strip(" ") and (answer[i] != " " or m.group(0).strip()):
-                spans.append((i, m.end()))
-    for a, b in spans:
-        if a >= last:
-            parts.append(answer[last:a])
-            last = b
-    parts.append(answer[last:])
-    return [_ADDITIVE_START.sub("", p.strip(), count=1) for p in parts if p.strip()]
 
 
 def final_statements(text: str) -> list[str]:

@@ -30,7 +30,7 @@ _UNIT_WORDS = (
 _TRAILING_UNIT = re.compile(
     rf"(?<=[\d\}}\)])\s*(?:\\text\{{\s*(?:{_UNIT_WORDS})\s*\}}|\\mbox\{{\s*(?:{_UNIT_WORDS})\s*\}}|\{{\s*(?:{_UNIT_WORDS})\s*\}}|"
     rf"(?:{_UNIT_WORDS}))"
-    rf"(?:\s*\^\s*\{{?[23]\}}?)?\s*$",
+    rf"(?:\s*\^\s*\{{?[23]\}}?|[23²³](?!\d))?\s*$",  # m^2, and m² (NFKC writes it m2)
     re.IGNORECASE,
 )
 _TRAILING_PUNCT = re.compile(r"[\s.,;:]+$")  # not "!": it is a factorial

@@ -17,8 +17,9 @@ from verifiers.kinds.math.normalize import canonical, is_prose, lone_number, spl
 from verifiers.kinds.math.spans import math_spans
 
 # What stands between the boxes or spans of a list: punctuation, "and"/"or", spacing, and the math delimiters around
-# each box ("$\\boxed{1}$ and $\\boxed{-2}$").
-_SEPARATORS = re.compile(r"[\s,;.$]*(?:(?:\\[()\[\]]|and|or|\\text\{\s*(?:and|or)\s*\}|\\q?quad)[\s,;.$]*)*",
+# each box ("$\\boxed{1}$ and $\\boxed{-2}$"); a unit or noun may name what a box counts ("\\boxed{1} papers and").
+_SEPARATORS = re.compile(r"(?:\s*[a-z]{2,}(?:\s+[a-z]{2,})?(?=\s*(?:[,;]|and\b|or\b)))?"  # "\\boxed{1} papers and"
+                         r"[\s,;.$]*(?:(?:\\[()\[\]]|and|or|\\text\{\s*(?:and|or)\s*\}|\\q?quad)[\s,;.$]*)*",
                          re.IGNORECASE)
 
 

@@ -114,6 +114,7 @@ def parse_gold(reference: str) -> Gold:
     if not canonical(body):
         raise InvalidReference("reference answer is empty")
     body = unit_list(body) or body  # "1 papers and 2 bins" lists the numbers 1, 2
+    body = _chain_value(body)
     number = parse_number(body)
     words = None if number is not None else text_content(body)
     # A yes/no gold that states no value: its polarity is the answer ("Yes, such an n exists" against "yes").
@@ -128,8 +129,22 @@ def parse_gold(reference: str) -> Gold:
     if number is not None:
         gold._expr = _number_expr(number)
     elif words is None and not well_formed(body):
-        gold.expr  # noqa: B018 - parse now: raises InvalidReference for an unusable gold
+        try:
+            gold.expr  # noqa: B018 - parse now: raises InvalidReference for an unusable gold
+        except InvalidReference:
+            if not gold._too_large:
+                raise  # one too large to evaluate may still be written back as it is (``_same_structure``)
     return gold
+
+
+def _chain_value(body: str) -> str:
+    """A gold chain that ends in a number states that number, under the chain's name when it has one:
+    ``z = 1 + 1 = 2`` is ``z = 2``, ``1 = \\zzz = x = 0`` is ``0``; an answer's chain is read the same way."""
+    listed = len(split_top_level(body, ",")) > 1 or ";" in body  # "AB=4,CD=5" names two values
+    sides = equation_sides(body) if parse_number(body) is None and not listed else None
+    if not sides or len(sides) < 3 or parse_number(sides[-1]) is None:
+        return body
+    return f"{sides[0]} = {sides[-1]}" if _NAME_SIDE.fullmatch(sides[0].strip()) else sides[-1]
 
 
 def _number_expr(number: Number) -> sympy.Basic:
@@ -205,10 +220,13 @@ class Decision:
 def compare(gold: Gold, answer: str, rel_tol: float) -> Decision:
     """One extracted answer against the gold, cheapest test first."""
     body, condition = split_condition(unwrap(answer))
+    body = _APPROXIMATED.sub("", body) if "=" in body and "=" not in gold.text.split("\\approx")[-1] else body
     if condition != gold.condition and not (declares_only(condition) and declares_only(gold.condition)):
         return Decision(False, "condition", note="the answer's quantifier/condition differs from the reference's")
     if canonical(body) == gold.key:
         return Decision(True, "string")
+    if (time := _clock(gold.key)) is not None:  # "12:00" is a time: as a ratio it divides by zero, as "1:00" does
+        return Decision(_clock(canonical(body)) == time, "string")
     if gold.comma_decimal is not None and (number := parse_number(body)) is not None:
         return Decision(numbers_equal(gold.comma_decimal, number, rel_tol), "numeric")  # "1,22" against 1.22
     body = unit_list(body) or body
@@ -217,7 +235,7 @@ def compare(gold: Gold, answer: str, rel_tol: float) -> Decision:
     if stated is not None:
         return stated
     listed = (_list_as_tuple(gold, body, rel_tol) or _as_intervals(gold, body, rel_tol)
-              or _set_as_listing(gold, body, rel_tol))
+              or _set_as_listing(gold, body, rel_tol) or _braces_as_tuple(gold, body, rel_tol))
     if listed is not None:
         return listed
     comma_decimal = _DECIMAL_COMMA.fullmatch(body.strip())
@@ -234,6 +252,8 @@ def compare(gold: Gold, answer: str, rel_tol: float) -> Decision:
     if gold.words is not None:
         said = text_content(body) or canonical(body).strip("()[]").casefold()
         return Decision(said == gold.words, "text")
+    if gold._too_large:
+        return _same_structure(gold, body)
     # A tuple, interval or matrix never equals one value: decided without parsing the compound side.
     if number is not None and gold.shape:
         return Decision(False, "symbolic")
@@ -249,6 +269,27 @@ def compare(gold: Gold, answer: str, rel_tol: float) -> Decision:
         return Decision(equivalent(gold.expr, expr, rel_tol), "symbolic")
     except TooLarge as exc:
         return Decision(False, "size_guard", note=str(exc))
+
+
+# A time of day ("12:00", "3:05"): minutes written with a leading zero, never a ratio such as 3:20.
+_CLOCK = re.compile(r"(\d{1,2}):(0\d)")
+def _clock(text: str) -> tuple[int, str] | None:
+    m = _CLOCK.fullmatch(text)
+    return (int(m.group(1)), m.group(2)) if m else None
+
+
+# "x = 5+5+1 = 1/3 \\approx 0.33": a chain's exact value, then a decimal approximation of it, which is not the answer.
+_APPROXIMATED = re.compile(r"(?<=\S)\s*(?:\\approx|≈)(?:(?!=).)*$", re.DOTALL)
+def _same_structure(gold: Gold, body: str) -> Decision:
+    """A gold too large to evaluate (``\\sum_{k=0}^{n-1} F_k F_{n-k-1}``) against an answer that parses to the same
+    expression, up to the order of a sum's or product's terms (``F_{n-k-1} F_k``): equal without evaluating either.
+    Anything else cannot be decided: the reference stays invalid."""
+    try:
+        if sympy.srepr(parse_latex(body)) == sympy.srepr(gold._expr):  # the parser makes new symbols per call
+            return Decision(True, "symbolic")
+    except ParseError:
+        pass
+    raise InvalidReference("reference is too large to evaluate; only the same expression could match")
 
 
 # A comma that cannot group thousands: one to two or four and more digits after it, or a leading "0," ("0,111").
@@ -274,6 +315,25 @@ def _set_as_listing(gold: Gold, body: str, rel_tol: float) -> Decision | None:
     except InvalidReference:
         return None
     return decision if decision.equal and not decision.hedged else None
+
+
+def _braces_as_tuple(gold: Gold, body: str, rel_tol: float) -> Decision | None:
+    """A gold tuple ``(1, 3)`` against the same values in a LaTeX group, ``{1, 3}`` (braces LaTeX does not print: the
+    values written with no brackets), in the gold's order. Only accepts, only in order (``{3, 1}`` is not ``(1, 3)``),
+    and never for a set ``\\{1, 3\\}``."""
+    g, a = _BRACKETED.match(gold.text), _SET_LITERAL.match(body)
+    if g is None or a is None or body.lstrip().startswith(("\\", "\\left")):
+        return None  # a set \\{1, 3\\} is never the point or interval (1, 3)
+    elements = split_top_level(re.sub(r"\\right\s*$", "", g.group("inner").strip()), ",")
+    values = split_top_level(a.group("inner"), ",")
+    if len(elements) < 2 or len(elements) != len(values) or not all(elements) or not all(values):
+        return None
+    try:
+        if all(compare(parse_gold(e), v, rel_tol).equal for e, v in zip(elements, values)):
+            return Decision(True, "symbolic")
+    except InvalidReference:
+        return None
+    return None
 
 
 def _as_intervals(gold: Gold, body: str, rel_tol: float) -> Decision | None:
@@ -338,6 +398,14 @@ def _named_list(gold: Gold, body: str, rel_tol: float) -> Decision | None:
     sides = [equation_sides(p) or [] for p in parts]
     if any(len(s) != 2 or not names_a_quantity(s[0]) for s in sides):
         return None
+    by_name = _named_parts(gold.text)
+    if by_name and {canonical(s[0]) for s in sides} == set(by_name) and len(sides) == len(by_name):
+        # both name their values ("a_3 = 2, a_{37} = 19"): each name's value, in any order
+        try:
+            equal = all(compare(parse_gold(by_name[canonical(s[0])]), s[1], rel_tol).equal for s in sides)
+        except InvalidReference:
+            equal = False
+        return Decision(equal, "symbolic")
     values = ", ".join(s[1] for s in sides)
     forms = [values]
     if len({canonical(s[0]) for s in sides}) == len(sides):  # distinct names: an ordered tuple
@@ -347,6 +415,15 @@ def _named_list(gold: Gold, body: str, rel_tol: float) -> Decision | None:
         if decision.equal and not decision.hedged:
             return decision
     return Decision(False, decision.method)  # one compound answer with other values: wrong, not a hedge
+
+
+def _named_parts(text: str) -> dict[str, str] | None:
+    """``a_3 = 2, a_{37} = 19`` → {name: value} when every part names a value under a name of its own."""
+    sides = [equation_sides(p) or [] for p in split_top_level(unwrap(text), ",")]
+    if len(sides) < 2 or any(len(s) != 2 or not names_a_quantity(s[0]) for s in sides):
+        return None
+    named = {canonical(s[0]): s[1] for s in sides}
+    return named if len(named) == len(sides) else None
 
 
 # The name side of a gold "name = value": a letter or a Greek letter (optionally bold or an arrow, with a subscript),
