@@ -14,15 +14,26 @@ import asyncio
 import json
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Callable, Protocol
 
 import httpx
 
 from reward_client.errors import RewardServiceError
+from reward_client.protocol import ClientConfig
 from reward_client.results import VerifyResult
 
-if TYPE_CHECKING:
-    from reward_client.client import AsyncRewardClient
+
+class JobsClient(Protocol):
+    """What submitting jobs needs of one instance's client (``AsyncRewardClient`` is one); a protocol, so this
+    module never imports the client that imports it."""
+
+    config: ClientConfig
+
+    async def request_json(self, method: str, path: str, json: Any = None) -> Any: ...
+
+    def stream_lines(self, path: str,
+                     params: dict[str, Any]) -> AbstractAsyncContextManager[tuple[int, Any]]: ...
 
 Deliver = Callable[[int, VerifyResult], None]
 Fail = Callable[[int, BaseException], None]
@@ -66,7 +77,7 @@ def check_priority(priority: str) -> None:
         raise ValueError(f"priority must be one of {', '.join(PRIORITIES)}, not {priority!r}")
 
 
-async def run_jobs(instances: Sequence[AsyncRewardClient], items: list[dict[str, Any]], chunk_size: int,
+async def run_jobs(instances: Sequence[JobsClient], items: list[dict[str, Any]], chunk_size: int,
                    priority: str, tags: list[str], deliver: Deliver, fail: Fail, jobs: list[tuple[str, str]],
                    accepted: asyncio.Event) -> None:
     """Submit the chunks and read their streams until every item is delivered (or failed)."""
@@ -90,7 +101,7 @@ async def run_jobs(instances: Sequence[AsyncRewardClient], items: list[dict[str,
     await asyncio.gather(*tasks)
 
 
-async def _one_job(client: AsyncRewardClient, offset: int, chunk: list[dict[str, Any]], priority: str,
+async def _one_job(client: JobsClient, offset: int, chunk: list[dict[str, Any]], priority: str,
                    tags: list[str], deliver: Deliver, jobs: list[tuple[str, str]], accepted: asyncio.Event) -> None:
     pending = dict(enumerate(chunk))  # local index -> item, until its verdict is delivered
     url = client.config.base_url
