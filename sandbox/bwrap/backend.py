@@ -32,7 +32,7 @@ from sandbox.bwrap.layout import WORK_IN_SANDBOX, Layout
 from sandbox.bwrap.pool import Sandbox, WarmPool
 from sandbox.cgroups import MemoryCgroups
 from sandbox.fairslots import FairSlots
-from sandbox.languages import ResolvedLanguage, canonical_name, resolve_all
+from sandbox.languages import ResolvedLanguage, canonical_name, resolve_all, version_of
 from sandbox.limits import clamp
 from sandbox.paths import collect_problem, files_problem
 
@@ -111,7 +111,8 @@ class BwrapBackend(Backend):
 
     def language_info(self) -> dict[str, dict[str, object]]:
         return {name: {"available": lang.available, "compiled": bool(lang.spec.compile), "reason": lang.reason,
-                       "file": lang.spec.source_file, "aliases": list(lang.spec.aliases)}
+                       "file": lang.spec.source_file, "aliases": list(lang.spec.aliases),
+                       "version": version_of(name) if lang.available else "", "assertions": lang.spec.assertions}
                 for name, lang in self._langs.items()}
 
     async def start(self) -> None:
@@ -182,6 +183,7 @@ class BwrapBackend(Backend):
                           "file_size_mb": max(limits.file_size_mb, 256), "open_files": max(limits.open_files, 1024)}
         tools = self._layout.tools.get(lang.spec.name, {})
         py = self._layout.python.executable
+        site = tuple(self._layout.python.site_packages)
         rules = self._offline_filter if request.network == "none" and self._offline_filter else self._filter
         return {
             "files": files,  # (name, size) in the order of their contents
@@ -193,12 +195,13 @@ class BwrapBackend(Backend):
             "case_count": len(cases),
             "sizes_bytes": 8 * len(cases),
             "batch_budget_s": c.batch_budget_s,
-            "env": {**self._layout.env, **dict(spec.env)},
+            "env": {**self._layout.env, **lang.environment(request.code, limits.memory_mb, py, site)},
             "limits": lim,
-            "compile": lang.command(spec.compile, request.code, limits.memory_mb, py, tools) if spec.compile else None,
+            "compile": (lang.command(spec.compile, request.code, limits.memory_mb, py, tools, site) if spec.compile
+                        else None),
             "compile_limits": compile_limits,
             "compile_output_bytes": c.compile_output_bytes,
-            "run": lang.command(spec.run, request.code, limits.memory_mb, py, tools),
+            "run": lang.command(spec.run, request.code, limits.memory_mb, py, tools, site),
             "inline_python": spec.inline_python,
             "code_object": (compiled_code(request.code, f"{WORK_IN_SANDBOX}/{src}")
                             if request.precompiled and spec.inline_python else b""),
