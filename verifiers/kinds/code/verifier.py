@@ -13,6 +13,7 @@ import ast
 import asyncio
 import json
 import secrets
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any, Literal
 
@@ -22,6 +23,7 @@ from sandbox.api import Backend, Limits, RunRequest, RunResult, RunStatus, run_s
 from sandbox.inside import HARNESS
 from verifiers.base import BaseOptions, Verifier
 from verifiers.context import SANDBOX, Context
+from verifiers.kinds.code.appended import assemble_appended, unit_results
 from verifiers.kinds.code.extract import extract_program
 from verifiers.kinds.code.plan import BYTECODE_MAGIC, PARSE_ERRORS, TestPlan, build_plan
 from verifiers.kinds.code.stdio import describe_mismatch, outputs_match
@@ -106,6 +108,8 @@ class CodeVerifier(Verifier[CodeOptions]):
                 f"language {plan.language!r} is not supported; known: {', '.join(sorted(available))}")
         if available.get(plan.language) is False:
             raise VerifierUnavailable(f"language {plan.language!r} has no toolchain on this server")
+        if plan.kind == "appended":
+            return await self._run_appended(sandbox, plan, extracted.code, extracted.source, options)
         if plan.kind == "stdio":
             outcome = await self._run_cases(sandbox, plan, extracted.code, options)
         else:
@@ -151,6 +155,28 @@ class CodeVerifier(Verifier[CodeOptions]):
             raise VerifierFailed(f"test harness crashed: {_trim(result.stderr[-600:])}")
         missing = _missing_status(result)
         return [tests.get(i) or dict(missing) for i in range(plan.count)]
+
+    async def _run_appended(self, sandbox: Any, plan: TestPlan, code: str, source: str,
+                            options: CodeOptions) -> Verdict:
+        """The program with its tests appended, run once: it passes when it exits 0; a runner that names its tests
+        gives each its own result (and partial credit)."""
+        timeout = plan.timeout_s or options.test_timeout_s
+        program = assemble_appended(plan.language, plan.prompt, code, plan.judge_code)
+        request = RunRequest(code=program, language=plan.language, network=options.network,
+                             limits=Limits(wall_s=timeout, cpu_s=timeout, memory_mb=options.memory_mb))
+        result: RunResult = await sandbox.run(request)
+        if result.status == RunStatus.SANDBOX_ERROR:
+            raise VerifierUnavailable(f"sandbox error: {result.reason or result.stderr[-300:]}")
+        units = unit_results(plan.language, result)
+        if units:
+            names = [name for name, _, _ in units]
+            outcomes = [{"status": "passed" if ok else "failed", "message": _trim(message)}
+                        for _, ok, message in units]
+        else:
+            names = list(plan.names)
+            outcomes = [{"status": "passed", "message": ""} if result.status == RunStatus.OK
+                        else _case_outcome(result, "", plan)]
+        return _verdict(replace(plan, names=names, weights=[1.0] * len(names)), outcomes, source)
 
     async def _run_cases(self, sandbox: Any, plan: TestPlan, program: str,
                          options: CodeOptions) -> list[dict[str, str]]:
