@@ -183,11 +183,11 @@ def test_files_in_and_fetch_files_out(server: LiveServer) -> None:
 
 
 def test_language_sandboxfusion_knows_but_we_do_not_offer_is_sandbox_error(verl_sf: ModuleType, url: str) -> None:
-    r = _call(verl_sf, url, "<?php echo 1;", "php")
-    assert r["status"] == "SandboxError" and "php" in r["message"]
+    r = _call(verl_sf, url, "println(1)", "julia")
+    assert r["status"] == "SandboxError" and "julia" in r["message"]
     assert r["run_result"]["status"] == "Error"
-    results, meta = verl_sf.check_correctness(url, {"inputs": [""], "outputs": ["1"]}, "<?php echo 1;",
-                                              language="php")
+    results, meta = verl_sf.check_correctness(url, {"inputs": [""], "outputs": ["1"]}, "println(1)",
+                                              language="julia")
     assert results == [-1] and meta[0]["status"] == "sandbox_error"  # verl's "not the program's fault"
 
 
@@ -205,8 +205,6 @@ def test_disabled_sandbox_is_sandbox_error_never_a_verdict(verl_sf: ModuleType, 
     ({"language": "cobol"}, "language"),
     ({"run_timeout": -1}, "run_timeout"),
     ({"run_timeout": 0}, "run_timeout"),
-    ({"run_timeout": 10_000}, "run_timeout"),
-    ({"compile_timeout": 10_000}, "compile_timeout"),
     ({"memory_limit_MB": -5}, "memory_limit_MB"),
     ({"memory_limit_MB": 10**7}, "memory_limit_MB"),
     ({"files": {"../escape": "aGk="}}, "files"),
