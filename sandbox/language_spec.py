@@ -1,8 +1,9 @@
 """One language's runner config: its files, its compile and run commands, its limits' shape and its version probe.
 
 Commands use ``{python}``, ``{src}``, ``{main}`` (the source's stem), ``{mem}`` (the memory cap in MiB), ``{heap}``
-(a managed runtime's heap, three quarters of the cap), ``{jvm_heap}`` and ``{jvm_stack}`` (the JVM's, in MiB), and ``{support}`` (the sandbox's read-only support files:
-entry points and preloads that make a failed assertion fail the run) placeholders; so may ``env``'s values.
+(a managed runtime's heap, three quarters of the cap), ``{jvm_heap}`` and ``{jvm_stack}`` (the JVM's, in MiB),
+``{pythonpath}`` (the site-packages the sandbox sees) and ``{support}`` (the sandbox's read-only support files: entry
+points and preloads that make a failed assertion fail the run) placeholders; so may ``env``'s values.
 """
 from __future__ import annotations
 

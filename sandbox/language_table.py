@@ -118,10 +118,11 @@ LANGUAGES: tuple[Language, ...] = (
     Language("d", "main.d", compile=("ldc2", "-unittest", "-O1", "-of=main", "{src}"), run=("./main",),
              tools=("ldc2",), memory_rlimit="data", aliases=("d_ut", "dlang"), version=("ldc2", "--version"),
              assertions="assert and unittest blocks: compiled with -unittest, never -release"),
-    Language("verilog", "main.v", compile=("iverilog", "-g2012", "-o", "main", "{src}"), run=("bash", "{support}/vvp_run.sh", "main"),
+    Language("verilog", "main.v", compile=("iverilog", "-g2012", "-o", "main", "{src}"),
+             run=("bash", "{support}/vvp_run.sh", "main"),
              tools=("iverilog", "vvp", "bash"), aliases=("iverilog", "systemverilog"), version=("iverilog", "-V"),
-             assertions="$fatal, $error and SystemVerilog immediate assert (compiled with -g2012): vvp reports them and "
-                        "exits 0, so the run fails when it printed one"),
+             assertions="$fatal, $error and SystemVerilog immediate assert (compiled with -g2012): vvp reports "
+                        "them and exits 0, so the run fails when it printed one"),
     Language("haskell", "main.hs", compile=("ghc", "-O0", "-outputdir", "/tmp/ghc", "-o", "main", "{src}"),
              run=("./main",), tools=("ghc",), memory_rlimit="data", aliases=("hs",),
              version=("ghc", "--numeric-version"), assertions="Control.Exception.assert is kept at -O0"),

@@ -47,7 +47,8 @@ class ResolvedLanguage:
     def _values(self, code: str, mem_mb: int, python: str, python_path: tuple[str, ...]) -> dict[str, object]:
         return {"python": python, "src": self.spec.file_for(code), "mem": mem_mb, "heap": max(16, mem_mb * 3 // 4),
                 "jvm_heap": max(16, mem_mb // 2),
-                "jvm_stack": min(64, max(4, mem_mb // 32)), "main": self.spec.main_name(code), "support": SUPPORT_IN_SANDBOX,
+                "jvm_stack": min(64, max(4, mem_mb // 32)), "main": self.spec.main_name(code),
+                "support": SUPPORT_IN_SANDBOX,
                 "pythonpath": os.pathsep.join(python_path)}
 
 
@@ -79,7 +80,7 @@ def resolve(spec: Language) -> ResolvedLanguage:
     return ResolvedLanguage(spec, True, tools, tuple(binds))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def version_of(name: str) -> str:
     """The first line its toolchain prints for its version on this host ("" when it prints none); run once per
     process, on demand (a JVM compiler's takes a second)."""

@@ -15,7 +15,7 @@ from fastapi import APIRouter
 from reward_service.deps import AdmissionDep, SettingsDep
 from reward_service.errors import ApiError
 from reward_service.routes.sandbox import admitted_run
-from reward_service.routes.sandboxfusion import files_in, fetched, fetched_names, pod
+from reward_service.routes.sandboxfusion import fetched, fetched_names, files_in, pod
 from reward_service.schemas.jupyter import CellRunResult, RunJupyterRequest, RunJupyterResponse
 from reward_service.schemas.sandboxfusion import NO_MEMORY_LIMIT, ApiStatus, CommandRunResult, CommandStatus
 from sandbox.api import Limits, RunRequest, RunResult, RunStatus

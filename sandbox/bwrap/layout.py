@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox.inside import SUPERVISOR
-from sandbox.languages import SUPPORT_DIR, ResolvedLanguage
 from sandbox.language_spec import SUPPORT_IN_SANDBOX
+from sandbox.languages import SUPPORT_DIR, ResolvedLanguage
 
 log = logging.getLogger("sandbox.bwrap")
 

@@ -9,19 +9,22 @@ import json
 import signal
 import sys
 import traceback
+from types import FrameType
+from typing import Any
 
 
 class CellTimeout(Exception):
     pass
 
 
-def _alarm(signum, frame):
+def _alarm(signum: int, frame: FrameType | None) -> None:
     raise CellTimeout("the cell ran past cell_timeout")
 
 
-def _run_cell(source, index, namespace, timeout):
+def _run_cell(source: str, index: int, namespace: dict[str, Any], timeout: float) -> dict[str, Any]:
     out, err = io.StringIO(), io.StringIO()
-    display, error = [], []
+    display: list[dict[str, str]] = []
+    error: list[dict[str, Any]] = []
     name = f"<cell {index}>"
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
@@ -30,10 +33,11 @@ def _run_cell(source, index, namespace, timeout):
             tree = ast.parse(source, name)
             last = None
             if tree.body and isinstance(tree.body[-1], ast.Expr):
-                last = ast.Expression(tree.body.pop().value)
-            exec(compile(tree, name, "exec"), namespace)
+                last = ast.Expression(tree.body[-1].value)
+                tree.body.pop()
+            exec(compile(tree, name, "exec"), namespace)  # noqa: S102 - the cells are the program
             if last is not None:
-                value = eval(compile(last, name, "eval"), namespace)
+                value = eval(compile(last, name, "eval"), namespace)  # noqa: S307 - as a kernel does
                 if value is not None:
                     namespace["_"] = value
                     display.append({"text/plain": repr(value)})
@@ -45,11 +49,11 @@ def _run_cell(source, index, namespace, timeout):
     return {"stdout": out.getvalue(), "stderr": err.getvalue(), "display": display, "error": error}
 
 
-def main():
+def main() -> None:
     job = json.loads(sys.stdin.read())
     real = sys.stdout
     signal.signal(signal.SIGALRM, _alarm)
-    namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+    namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
     for index, source in enumerate(job["cells"]):
         result = _run_cell(source, index, namespace, float(job["cell_timeout"]))
         real.write(job["nonce"] + " " + json.dumps({"i": index, **result}) + "\n")

@@ -43,13 +43,15 @@ CASES: dict[str, Cases] = {
         "import assert = require('node:assert');\nassert.deepEqual([1], [2]);", "for(;;){}",
         "const a: number[][] = []; for(;;){ a.push(new Array(1e6).fill(1.5)); }", compiled=True),
     "java": Cases(
-        "import java.util.*;\npublic class Main { public static void main(String[] a){ Scanner s=new Scanner(System.in);"
+        "import java.util.*;\npublic class Main { public static void"
+            " main(String[] a){ Scanner s=new Scanner(System.in);"
         " System.out.println(\"hello \" + s.next()); } }",
         "public class Main { public static void main(String[] a){ int x = \"s\"; } }",
         "public class Main { public static void main(String[] a){ int[] x = new int[1]; x[2] = 1; } }",
         "public class Main { public static void main(String[] a){ assert 1 == 2 : \"no\"; } }",
         "public class Main { public static void main(String[] a){ while(true){} } }",
-        "import java.util.*;\npublic class Main { public static void main(String[] a){ List<long[]> l=new ArrayList<>();"
+        "import java.util.*;\npublic class Main { public static void"
+            " main(String[] a){ List<long[]> l=new ArrayList<>();"
         " while(true){ l.add(new long[1<<20]); } } }", compiled=True),
     "go": Cases(
         "package main\nimport \"fmt\"\nfunc main(){ var s string; fmt.Scan(&s); fmt.Println(\"hello \" + s) }",
@@ -69,7 +71,8 @@ CASES: dict[str, Cases] = {
         "using System;\nclass P { static void Main(){ Console.WriteLine(\"hello \" + Console.ReadLine()); } }",
         "class P { static void Main(){ int x = \"s\"; } }",
         "using System;\nclass P { static void Main(){ int[] a = new int[1]; a[3] = 1; } }",
-        "using System.Diagnostics;\nclass P { static void Main(){ Debug.Assert(1 == 2); System.Console.WriteLine(\"on\"); } }",
+        "using System.Diagnostics;\nclass P { static void Main(){"
+            " Debug.Assert(1 == 2); System.Console.WriteLine(\"on\"); } }",
         "class P { static void Main(){ while(true){} } }",
         "using System.Collections.Generic;\nclass P { static void Main(){ var l = new List<long[]>();"
         " while(true){ l.Add(new long[1<<20]); } } }", compiled=True),
@@ -97,7 +100,8 @@ CASES: dict[str, Cases] = {
         "object Main { def main(a: Array[String]): Unit = { val x = Array(1); println(x(3)) } }",
         "object Main { def main(a: Array[String]): Unit = assert(1 == 2) }",
         "object Main { def main(a: Array[String]): Unit = while (true) {} }",
-        "object Main { def main(a: Array[String]): Unit = { val l = scala.collection.mutable.ArrayBuffer[Array[Long]]();"
+        "object Main { def main(a: Array[String]): Unit = { val l ="
+            " scala.collection.mutable.ArrayBuffer[Array[Long]]();"
         " while (true) l += new Array[Long](1 << 20) } }", compiled=True),
     "kotlin": Cases(
         "fun main() { println(\"hello \" + readLine()) }", "fun main() { val x: Int = \"s\" }",
@@ -107,7 +111,8 @@ CASES: dict[str, Cases] = {
     "racket": Cases(
         "#lang racket\n(printf \"hello ~a\\n\" (read-line))", "#lang racket\n(define (f x)",
         "#lang racket\n(car '())", "#lang racket\n(require rackunit)\n(check-equal? 1 2)\n(displayln \"on\")",
-        "#lang racket\n(let loop () (loop))", "#lang racket\n(let loop ([l '()]) (loop (cons (make-vector 1000000 1) l)))"),
+        "#lang racket\n(let loop () (loop))", "#lang racket\n(let loop ([l '()]) (loop (cons"
+            " (make-vector 1000000 1) l)))"),
     "d": Cases(
         "import std.stdio, std.string;\nvoid main(){ writeln(\"hello \" ~ readln().strip()); }",
         "void main(){ int x = \"s\"; }", "void main(){ int[] a; a[3] = 1; }",
@@ -126,7 +131,8 @@ CASES: dict[str, Cases] = {
         "main :: IO ()\nmain = print (head ([] :: [Int]))",
         "import Control.Exception (assert)\nmain :: IO ()\nmain = assert (1 == (2 :: Int)) (putStrLn \"on\")",
         "main :: IO ()\nmain = let loop :: Int -> Int\n           loop n = loop (n + 1)\n       in print (loop 0)",
-        "import qualified Data.Map as M\nmain :: IO ()\nmain = print (M.size (M.fromList [(i, i) | i <- [1 :: Int ..]]))",
+        "import qualified Data.Map as M\nmain :: IO ()\nmain = print"
+            " (M.size (M.fromList [(i, i) | i <- [1 :: Int ..]]))",
         compiled=True),
     "ocaml": Cases(
         "let () = let s = read_line () in print_endline (\"hello \" ^ s)", "let x = ",
@@ -134,8 +140,10 @@ CASES: dict[str, Cases] = {
         "let () = let l = ref [] in while true do l := Array.make 1000000 1.5 :: !l done", compiled=True),
     "elixir": Cases(
         "s = IO.gets(\"\") |> String.trim()\nIO.puts(\"hello \" <> s)", "defmodule M do", "raise \"bad\"",
-        "ExUnit.start(autorun: false)\nimport ExUnit.Assertions\nassert 1 == 2", "Stream.repeatedly(fn -> 1 end) |> Stream.run()",
-        "Enum.reduce(Stream.iterate(0, &(&1 + 1)), [], fn i, acc -> [:binary.copy(<<rem(i, 256)>>, 1_048_576) | acc] end)"),
+        "ExUnit.start(autorun: false)\nimport"
+            " ExUnit.Assertions\nassert 1 == 2", "Stream.repeatedly(fn -> 1 end) |> Stream.run()",
+        "Enum.reduce(Stream.iterate(0, &(&1 + 1)), [], fn i, acc ->"
+            " [:binary.copy(<<rem(i, 256)>>, 1_048_576) | acc] end)"),
     "fortran": Cases(
         "program a\n  character(len=64) :: s\n  read(*,*) s\n  print '(A)', 'hello ' // trim(s)\nend program",
         "program a\n  x = \nend program", "program a\n  error stop 'bad'\nend program",

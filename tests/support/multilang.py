@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
 import subprocess
 import tempfile
@@ -119,6 +120,24 @@ SOLUTIONS: dict[str, dict[str, str]] = {
     },
 }
 
+# A wrong answer that still compiles and ends: gcd one too high, the triangle's area a third.
+_GCD_WRONG = {"ts": ("return a;", "return a + 1;"), "cs": ("return a;", "return a + 1;"),
+              "php": ("return $a;", "return $a + 1;"), "lua": ("return a\n", "return a + 1\n"),
+              "r": ("  a\n}", "  a + 1\n}"), "pl": ("return $a;", "return $a + 1;"), "rb": ("? a :", "? a + 1 :"),
+              "scala": ("== 0) a else", "== 0) a + 1 else"), "rkt": ("(= b 0) a", "(= b 0) (+ a 1)"),
+              "d": ("return a;", "return a + 1;")}
+
+
+def wrong_body(name: str, lang: str, body: str) -> str:
+    if name == "HumanEval_13_greatest_common_divisor":
+        old, new = _GCD_WRONG[lang]
+        wrong = body.replace(old, new)
+    else:
+        wrong = body.replace("/ 2", "/ 3").replace("h) 2)", "h) 3)")
+    assert wrong != body, (name, lang)
+    return wrong
+
+
 # How MultiPL-E's own evaluation runs each language (its evaluation/src/eval_*.py): (file, compile, run, failed when
 # this appears on stderr even with exit 0).
 BARE: dict[str, tuple[str, list[str], list[str], str]] = {
@@ -142,10 +161,14 @@ def bare_passes(lang: str, program: str, timeout_s: float = 120) -> bool:
     name, compile_argv, run_argv, failure = BARE[lang]
     with tempfile.TemporaryDirectory() as tmp:
         Path(tmp, name).write_text(program)
-        if compile_argv:
-            built = subprocess.run(compile_argv, cwd=tmp, capture_output=True, text=True, timeout=timeout_s)
-            if built.returncode != 0:
-                return False
-        done = subprocess.run(run_argv, cwd=tmp, capture_output=True, text=True, timeout=timeout_s,
-                              stdin=subprocess.DEVNULL)
+        try:
+            if compile_argv:
+                built = subprocess.run(compile_argv, cwd=tmp, capture_output=True, text=True, timeout=timeout_s)
+                if built.returncode != 0:
+                    return False
+            # MultiPL-E's C# runner sends Mono's trace (a failed Debug.Assert) to stderr and reads it there
+            done = subprocess.run(run_argv, cwd=tmp, capture_output=True, text=True, timeout=timeout_s,
+                                  stdin=subprocess.DEVNULL, env={**os.environ, "MONO_TRACE_LISTENER": "Console.Error"})
+        except subprocess.TimeoutExpired:
+            return False
         return done.returncode == 0 and not (failure and failure in done.stderr)

@@ -10,10 +10,21 @@ from pathlib import Path
 import pytest
 
 from tests.support.code import CodeRunner
-from tests.support.multilang import (BROKEN_TRUNCATE, HUMANEVAL_X, KNOWN_FAILING, MULTIPL_E, SOLUTIONS, bare_passes,
-                                     fixed_prompt,
-                                     humaneval_x, humaneval_x_reference, multipl_e, multipl_e_reference,
-                                     rust_uses_external_crates)
+from tests.support.multilang import (
+    BROKEN_TRUNCATE,
+    HUMANEVAL_X,
+    KNOWN_FAILING,
+    MULTIPL_E,
+    SOLUTIONS,
+    bare_passes,
+    fixed_prompt,
+    humaneval_x,
+    humaneval_x_reference,
+    multipl_e,
+    multipl_e_reference,
+    rust_uses_external_crates,
+    wrong_body,
+)
 from verifiers.kinds.code.appended import assemble_appended
 from verifiers.types import Status
 
@@ -80,9 +91,7 @@ def test_multipl_e_solutions_pass_empty_bodies_fail_as_run_bare(runner: CodeRunn
     for name, bodies in SOLUTIONS.items():
         task = tasks[name]
         reference = multipl_e_reference(lang, task)
-        wrong = bodies[lang].replace("a % b", "a % (b + 1)").replace("* h", "* (h + 1)").replace(
-            "(modulo a b)", "(modulo a (+ b 1))").replace("a %% b", "a %% (b + 1)")
-        assert wrong != bodies[lang]
+        wrong = wrong_body(name, lang, bodies[lang])
         for body, expected in ((bodies[lang], 1.0), ("", 0.0), (wrong, 0.0)):
             verdict = runner.verify(body or "\n", reference, test_timeout_s=30)
             assert verdict.score == expected, (name, body, verdict.reason)
