@@ -16,8 +16,9 @@ _OOM = re.compile(
     r"MemoryError|std::bad_alloc|OutOfMemoryError|JavaScript heap out of memory|out of memory|"
     r"memory allocation of \d+ bytes failed|Cannot allocate memory|failed to reserve memory|"
     r"insufficient memory for the Java Runtime|OutOfMemoryException|Allowed memory size of \d+ bytes exhausted|"
-    r"cannot allocate vector of size|NoMemoryError|Out of memory!|not enough memory|Out_of_memory|heap overflow|"
-    r"Cannot allocate \d+ bytes|Allocation would exceed memory limit|memory allocation failed"
+    r"cannot allocate vector of size|NoMemoryError|Out of memory|not enough memory|Out_of_memory|heap overflow|"
+    r"Cannot allocate \d+ bytes|cannot allocate \d+ bytes|Allocation would exceed memory limit|"
+    r"memory allocation failed|Unable to commit"
 )
 
 

@@ -25,7 +25,7 @@ CASES: dict[str, Cases] = {
         '#include <stdio.h>\nint main(){char b[64];scanf("%63s",b);printf("hello %s\\n",b);return 0;}',
         "int main(){ return x; }", "#include <stdlib.h>\nint main(){ abort(); }",
         "#include <assert.h>\nint main(){ assert(1 == 2); return 0; }", "int main(){ for(;;){} }",
-        "#include <stdlib.h>\n#include <string.h>\nint main(){ for(;;){ char*p=malloc(1<<24); if(!p) return 3;"
+        "#include <stdlib.h>\n#include <string.h>\nint main(){ for(;;){ char*p=malloc(1<<24);"
         " memset(p,1,1<<24);} }", compiled=True),
     "cpp": Cases(
         "#include <iostream>\nint main(){std::string s;std::cin>>s;std::cout<<\"hello \"<<s<<std::endl;}",
@@ -130,7 +130,8 @@ CASES: dict[str, Cases] = {
         "main :: IO ()\nmain = getLine >>= \\s -> putStrLn (\"hello \" ++ s)", "main = do x <-",
         "main :: IO ()\nmain = print (head ([] :: [Int]))",
         "import Control.Exception (assert)\nmain :: IO ()\nmain = assert (1 == (2 :: Int)) (putStrLn \"on\")",
-        "main :: IO ()\nmain = let loop :: Int -> Int\n           loop n = loop (n + 1)\n       in print (loop 0)",
+        "{-# LANGUAGE BangPatterns #-}\nmain :: IO ()\nmain = let loop :: Int -> Int\n"
+        "           loop !n = if n < 0 then n else loop (n + 1)\n       in print (loop 0)",
         "import qualified Data.Map as M\nmain :: IO ()\nmain = print"
             " (M.size (M.fromList [(i, i) | i <- [1 :: Int ..]]))",
         compiled=True),
@@ -144,6 +145,10 @@ CASES: dict[str, Cases] = {
             " ExUnit.Assertions\nassert 1 == 2", "Stream.repeatedly(fn -> 1 end) |> Stream.run()",
         "Enum.reduce(Stream.iterate(0, &(&1 + 1)), [], fn i, acc ->"
             " [:binary.copy(<<rem(i, 256)>>, 1_048_576) | acc] end)"),
+    "bash": Cases(
+        "read s\necho \"hello $s\"", "if then fi", "set -e\nls /nonexistent-dir\necho unreachable",
+        "x=1\n[ \"$x\" -eq 2 ] || { echo 'assertion failed' >&2; exit 1; }", "while :; do :; done",
+        "x=a\nwhile :; do x=$x$x; done"),
     "fortran": Cases(
         "program a\n  character(len=64) :: s\n  read(*,*) s\n  print '(A)', 'hello ' // trim(s)\nend program",
         "program a\n  x = \nend program", "program a\n  error stop 'bad'\nend program",
