@@ -23,15 +23,18 @@ _NODE_ENV = (("NODE_PATH", "/usr/lib/node_modules:/usr/local/lib/node_modules"),
 _GO_ENV = (("GOCACHE", "/tmp/go-cache"), ("GOPATH", "/tmp/go:/usr/local/share/reward-sandbox/go"),
            ("CGO_ENABLED", "0"), ("GOFLAGS", "-mod=mod"), ("GO111MODULE", "off"), ("GOTOOLCHAIN", "local"))
 _RUST_FLAGS = ("-O", "-C", "debug-assertions=on", "-C", "overflow-checks=off", "--edition", "2021")
+# numpy's and scipy's BLAS start a thread (and reserve its buffers, counted by RLIMIT_AS) per core at import: one
+# thread keeps `import numpy, pandas, scipy` inside a 512 MiB run, and a run has few processes to spare anyway.
+_BLAS_ENV = (("OPENBLAS_NUM_THREADS", "1"), ("OMP_NUM_THREADS", "1"), ("MKL_NUM_THREADS", "1"))
 _SCALA_MAIN = r"(?s)^[ \t]*object[ \t]+(\w+)(?:(?!^[ \t]*object[ \t]).)*?def[ \t]+main\b"
 
 LANGUAGES: tuple[Language, ...] = (
-    Language("python", "main.py", run=("{python}", "-S", "-I", "{src}"), inline_python=True,
+    Language("python", "main.py", run=("{python}", "-S", "-I", "{src}"), inline_python=True, env=_BLAS_ENV,
              aliases=("python3", "py"), version=("{python}", "--version"),
              assertions="assert; never run with -O (PYTHONOPTIMIZE is cleared with the environment)"),
     Language("pytest", "test_main.py", run=("{python}", "-S", "-m", "pytest", "-q", "-p", "no:cacheprovider",
                                             "--rootdir=.", "{src}"),
-             env=(("PYTHONPATH", "{pythonpath}"),), version=("{python}", "-m", "pytest", "--version"),
+             env=(("PYTHONPATH", "{pythonpath}"), *_BLAS_ENV), version=("{python}", "-m", "pytest", "--version"),
              assertions="pytest's rewritten assert; any failed or erroring test exits 1"),
     Language("c", "main.c", compile=("gcc", "-O2", "-std=gnu17", "-UNDEBUG", "-o", "main", "{src}", "-lm"),
              run=("./main",), tools=("gcc",), version=("gcc", "-dumpfullversion"),
@@ -55,7 +58,7 @@ LANGUAGES: tuple[Language, ...] = (
              run=("java", *_JVM_RUN, "-cp", _JAVA_CLASSPATH, "{main}"), tools=("javac", "java"),
              memory_rlimit="data", source_pattern=r"^\s*public\s+(?:final\s+)?class\s+(\w+)",
              version=("java", "-version"), assertions="assert; run with -ea (the JVM's default is off)"),
-    Language("junit", "MainTest.java",
+    Language("junit", "Main.java",
              compile=("javac", "-J-Xmx512m", "-J-XX:TieredStopAtLevel=1", "-encoding", "UTF-8", "-cp", _JAVA_CLASSPATH,
                       "{src}"),
              run=("java", *_JVM_RUN, "-cp", _JAVA_CLASSPATH, "org.junit.runner.JUnitCore", "{main}"),
