@@ -118,7 +118,10 @@ LANGUAGES: tuple[Language, ...] = (
              memory_rlimit="data", env=(("PLTUSERHOME", "/tmp"), ("PLT_CS_COMPILE_LIMIT", "100000")),
              aliases=("rkt",), version=("racket", "--version"),
              assertions="rackunit checks: a failed check outside a test suite exits 1 (rackunit alone carries on)"),
-    Language("d", "main.d", compile=("ldc2", "-unittest", "-O1", "-of=main", "{src}"), run=("./main",),
+    # a -unittest build runs only the unittests unless told to run main after them (D's runtime takes --DRT-
+    # options off the command line before main sees it)
+    Language("d", "main.d", compile=("ldc2", "-unittest", "-O1", "-of=main", "{src}"),
+             run=("./main", "--DRT-testmode=run-main"),
              tools=("ldc2",), memory_rlimit="data", aliases=("d_ut", "dlang"), version=("ldc2", "--version"),
              assertions="assert and unittest blocks: compiled with -unittest, never -release"),
     Language("verilog", "main.v", compile=("iverilog", "-g2012", "-o", "main", "{src}"),
