@@ -26,7 +26,7 @@ if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = "0" ]; then
       /usr/share/java/javatuples.jar:libjavatuples-java /usr/share/java/junit4.jar:junit4; do
     [ -e "${pair%%:*}" ] || missing+=("${pair#*:}")
   done
-  ruby -e 'require "test/unit"' >/dev/null 2>&1 || missing+=(ruby-test-unit)
+  ruby -e 'require "test/unit/assertions"' >/dev/null 2>&1 || missing+=(ruby-test-unit)
   if [ ${#missing[@]} -gt 0 ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
