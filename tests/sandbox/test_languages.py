@@ -2,34 +2,20 @@
 assertion, time limit, memory limit; and ``language_info`` lists each with its toolchain's version."""
 from __future__ import annotations
 
-import asyncio
 import shutil
 from collections.abc import Iterator
 
 import pytest
 
-from sandbox.api import Limits, RunRequest, RunResult, RunStatus
-from sandbox.bwrap import BwrapBackend, BwrapConfig
+from sandbox.api import RunStatus
 from sandbox.languages import LANGUAGES
-from tests.support.language_cases import CASES
+from tests.support.language_cases import CASES, Runner, explain
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 
 # Languages the issue asks for whose toolchain no registry here supplies (see docs/sandbox.md).
 NOT_INSTALLABLE = {"julia": "no Debian package, npm or PyPI toolchain for Julia here",
                    "swift": "no Debian package of the Swift language (Debian's swift is OpenStack's)"}
-
-
-class Runner:
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.backend = BwrapBackend(BwrapConfig(warm_pool=1))
-        self.loop.run_until_complete(self.backend.start())
-
-    def run(self, code: str, language: str, stdin: str = "", **limits: float) -> RunResult:
-        request = RunRequest(code=code, language=language, stdin=stdin,
-                             limits=Limits(**{"wall_s": 30, "cpu_s": 30, "memory_mb": 512, **limits}))
-        return self.loop.run_until_complete(self.backend.run(request))
 
 
 @pytest.fixture(scope="module")
@@ -44,11 +30,6 @@ def offered(sb: Runner, language: str) -> None:
     info = sb.backend.language_info()[language]
     if not info["available"]:
         pytest.fail(f"{language} is not available: {info.get('reason')} (scripts/setup.sh installs it)")
-
-
-def explain(r: RunResult) -> str:
-    return f"{r.status} {r.reason} exit={r.exit_code} out={r.stdout[-300:]!r} err={r.stderr[-600:]!r} " \
-           f"compile={r.compile_output[-600:]!r}"
 
 
 @pytest.mark.parametrize("language", sorted(CASES))

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from sandbox.api import RunStatus
-from tests.sandbox.test_languages import Runner, explain
+from tests.support.language_cases import Runner, explain
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 

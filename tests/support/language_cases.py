@@ -3,7 +3,28 @@
 program allocates and touches far more than the test's cap, so only a limit stops it."""
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
+
+from sandbox.api import Limits, RunRequest, RunResult
+from sandbox.bwrap import BwrapBackend, BwrapConfig
+
+
+class Runner:
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.backend = BwrapBackend(BwrapConfig(warm_pool=1))
+        self.loop.run_until_complete(self.backend.start())
+
+    def run(self, code: str, language: str, stdin: str = "", **limits: float) -> RunResult:
+        request = RunRequest(code=code, language=language, stdin=stdin,
+                             limits=Limits(**{"wall_s": 30, "cpu_s": 30, "memory_mb": 512, **limits}))
+        return self.loop.run_until_complete(self.backend.run(request))
+
+
+def explain(r: RunResult) -> str:
+    return f"{r.status} {r.reason} exit={r.exit_code} out={r.stdout[-300:]!r} err={r.stderr[-600:]!r} " \
+           f"compile={r.compile_output[-600:]!r}"
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,6 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from sandbox.languages import canonical_name
 from verifiers.kinds.code.appended import appended_fields
 from verifiers.types import InvalidReference
 
@@ -333,7 +332,7 @@ def _build_plan(reference: Any) -> TestPlan:
     if kinds[0] == "tests" or (kinds[0] == "test" and not python):
         tests, prompt = appended_fields(reference, kinds[0])
         # one test, the whole program's exit status, until the run names its tests (appended.unit_results)
-        return TestPlan("appended", canonical_name(language), ["tests"], [1.0], timeout_s, judge_code=tests,
+        return TestPlan("appended", language, ["tests"], [1.0], timeout_s, judge_code=tests,
                         prompt=prompt)
     if kinds[0] == "test_list" and not python:
         raise InvalidReference("'test_list' asserts are Python; other languages append their tests as code ('test') "
@@ -366,5 +365,5 @@ def _build_plan(reference: Any) -> TestPlan:
     if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not tolerance >= 0:
         raise InvalidReference("'tolerance' must be a non-negative number")
     names = [f"case {i}" for i in range(len(cases))]
-    return TestPlan("stdio", canonical_name(language), names, _weights(reference, len(cases)), timeout_s,
+    return TestPlan("stdio", language, names, _weights(reference, len(cases)), timeout_s,
                     cases=cases, compare=compare, tolerance=float(tolerance))

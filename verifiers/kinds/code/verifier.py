@@ -103,11 +103,13 @@ class CodeVerifier(Verifier[CodeOptions]):
             return Verdict.no_answer(f"no {plan.language} code found in the response", extracted=None)
         sandbox = ctx.resource(SANDBOX)
         available = sandbox.languages()
-        if plan.language not in available and not any(plan.language == k.lower() for k in available):
+        language = _sandbox_name(sandbox, plan.language)
+        if language is None:
             raise InvalidReference(
                 f"language {plan.language!r} is not supported; known: {', '.join(sorted(available))}")
-        if available.get(plan.language) is False:
+        if available.get(language) is False:
             raise VerifierUnavailable(f"language {plan.language!r} has no toolchain on this server")
+        plan = replace(plan, language=language)
         if plan.kind == "appended":
             return await self._run_appended(sandbox, plan, extracted.code, extracted.source, options)
         if plan.kind == "stdio":
@@ -203,6 +205,20 @@ class CodeVerifier(Verifier[CodeOptions]):
         outcomes = [_case_outcome(r, c.output, plan) for r, c in zip(results, plan.cases)]
         skipped = {"status": "skipped", "message": "not run: stopped at the first failure"}
         return outcomes + [dict(skipped) for _ in range(plan.count - len(outcomes))]
+
+
+def _sandbox_name(sandbox: Backend, language: str) -> str | None:
+    """The sandbox's own name for a reference's language (``cs`` is ``csharp``, ``D_ut`` is ``d``), from the aliases
+    the backend lists; None when it offers no such language."""
+    available = sandbox.languages()
+    for name in available:
+        if language in (name, name.lower()):
+            return name
+    for name, info in sandbox.language_info().items():
+        aliases = info.get("aliases")
+        if isinstance(aliases, list) and language in (str(a).lower() for a in aliases):
+            return name
+    return None
 
 
 async def _run_group(sandbox: Backend, request: RunRequest, stdins: list[str]) -> list[RunResult]:
