@@ -52,6 +52,10 @@ class BwrapBackend(Backend):
         self.config = config or BwrapConfig()
         c = self.config
         self._langs: dict[str, ResolvedLanguage] = resolve_all(c.languages)
+        # each toolchain's version line, probed off the event loop once the backend starts (a JVM compiler takes a
+        # second to say it); language_info shows "" until its probe is back
+        self._versions: dict[str, str] = {}
+        self._version_probe: asyncio.Future[None] | None = None
         self._privileged = os.geteuid() == 0
         slots = c.warm_pool + c.max_concurrent + 8
         uids = list(range(c.uid_base, c.uid_base + slots)) if self._privileged else []
@@ -112,12 +116,19 @@ class BwrapBackend(Backend):
     def language_info(self) -> dict[str, dict[str, object]]:
         return {name: {"available": lang.available, "compiled": bool(lang.spec.compile), "reason": lang.reason,
                        "file": lang.spec.source_file, "aliases": list(lang.spec.aliases),
-                       "version": version_of(name) if lang.available else "", "assertions": lang.spec.assertions}
+                       "version": self._versions.get(name, ""), "assertions": lang.spec.assertions}
                 for name, lang in self._langs.items()}
 
     async def start(self) -> None:
         """Fill the warm pool once (so /readyz means "runs are fast now") and keep it filled."""
+        if self._version_probe is None:
+            self._version_probe = asyncio.ensure_future(asyncio.to_thread(self._probe_versions))
         await self._pool.start()
+
+    def _probe_versions(self) -> None:
+        for name, lang in self._langs.items():
+            if lang.available:
+                self._versions[name] = version_of(name)
 
     async def run(self, request: RunRequest) -> RunResult:
         started = time.perf_counter()
@@ -162,6 +173,8 @@ class BwrapBackend(Backend):
 
     async def close(self) -> None:
         await self._pool.close()
+        if self._version_probe is not None and not self._version_probe.done():
+            await asyncio.wait([self._version_probe], timeout=60)  # its thread reports to this loop: let it finish
         if self._cgroups is not None:
             self._cgroups.close()
         self._layout.close()

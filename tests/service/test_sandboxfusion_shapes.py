@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import shutil
+import time
 from typing import Any
 
 import pytest
@@ -25,6 +26,21 @@ def test_ping_answers_pong(server: LiveServer) -> None:
     with server.client() as c:
         r = c.get("/v1/ping")
     assert (r.status_code, r.json()) == (200, "pong")
+
+
+def test_languages_route_lists_each_with_its_version(server: LiveServer) -> None:
+    wanted = ("go", "typescript", "csharp", "php", "lua", "r", "perl", "ruby", "scala", "racket", "kotlin", "d",
+              "verilog", "haskell", "ocaml", "elixir", "fortran", "go_test", "pytest", "junit")
+    deadline = time.monotonic() + 60  # versions are probed off the event loop as the server starts
+    while True:
+        with server.client() as c:
+            langs = c.get("/v1/sandbox/languages").json()
+        if all(langs[name]["version"] for name in wanted) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    for name in wanted:
+        assert langs[name]["available"] and langs[name]["version"] and langs[name]["assertions"], (name, langs[name])
+    assert "go1." in langs["go"]["version"] and "Mono" in langs["csharp"]["version"]
 
 
 def test_timeouts_over_the_cap_are_clamped_and_reported(server: LiveServer) -> None:
