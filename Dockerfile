@@ -9,16 +9,21 @@ COPY pyproject.toml README.md ./
 COPY reward_service ./reward_service
 COPY verifiers ./verifiers
 COPY sandbox ./sandbox
-RUN pip wheel --no-cache-dir --wheel-dir /wheels ".[parquet,docker,bfcl]"
+RUN pip wheel --no-cache-dir --wheel-dir /wheels ".[parquet,docker,bfcl,sandbox-libs]"
 # BFCL's simulated APIs and data (the bfcl verifier and environment), without its declared vLLM-era dependencies.
 RUN pip wheel --no-cache-dir --no-deps --wheel-dir /bfcl-wheels "bfcl-eval==2026.3.23"
 
 FROM ${PYTHON_IMAGE}
-# bubblewrap isolates sandbox runs; EXTRA_APT adds toolchains for more sandbox languages (e.g. "gcc g++ nodejs").
+# bubblewrap isolates sandbox runs; LANGUAGES_APT holds the sandbox's toolchains and the libraries their test suites
+# import (sandbox/language_table.py, docs/sandbox.md; "" for a Python-only image), EXTRA_APT anything more.
+ARG LANGUAGES_APT="gcc g++ libc6-dev default-jdk-headless nodejs npm golang-go rustc mono-devel php-cli lua5.4 \
+    lua-unit r-base-core libtest-deep-perl ruby ruby-test-unit scala kotlin racket ldc iverilog ghc ocaml-nox elixir \
+    gfortran libjavatuples-java junit4"
 ARG EXTRA_APT=""
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends bubblewrap ${EXTRA_APT} \
-    && rm -rf /var/lib/apt/lists/* \
+    && apt-get install -y --no-install-recommends bubblewrap ${LANGUAGES_APT} ${EXTRA_APT} \
+    && if command -v npm >/dev/null; then npm install -g --no-audit --no-fund typescript@5 @types/node@20 lodash; fi \
+    && rm -rf /var/lib/apt/lists/* /root/.npm \
     && useradd --create-home --uid 10001 reward \
     && mkdir -p /data /models && chown reward:reward /data /models
 COPY --from=build /wheels /wheels

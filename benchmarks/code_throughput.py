@@ -159,11 +159,14 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="first N programs only (HumanEval first)")
     parser.add_argument("--batch", type=int, default=64, help="items per /v1/verify request")
     parser.add_argument("--concurrency", type=int, default=32, help="requests in flight")
-    parser.add_argument("--dataset", choices=("humaneval", "all"), default="all", help="HumanEval only, or + MBPP")
+    parser.add_argument("--dataset", choices=("humaneval", "all", "multilang"), default="all",
+                        help="HumanEval only, + MBPP, or the multilingual mix (benchmarks/code_multilang_mix.py)")
     parser.add_argument("--parallel", type=int, default=8, help="bare processes at once; also the server's sandbox "
                                                                   "slots and warm pool")
     parser.add_argument("--breakdown", type=int, default=40, help="items measured one at a time (0: skip)")
     args = parser.parse_args()
+    if args.dataset == "multilang":
+        return multilang(args)
     rows = load(args.limit, args.dataset)
     env = {"REWARD_SERVICE_MAX_ITEM_TIMEOUT_S": "1200", "REWARD_SERVICE_SANDBOX_MAX_CONCURRENT": str(args.parallel),
            "REWARD_SERVICE_SANDBOX_WARM_POOL": str(args.parallel)}
@@ -183,6 +186,24 @@ def main() -> None:
     print(f"RATIO (programs/s, ours / bare subprocess): {bare_s / our_s:.2f}x")
     if args.breakdown:
         print(breakdown(rows, args.breakdown))
+
+
+def multilang(args: argparse.Namespace) -> None:
+    """The multilingual mix: the code verifier against each program's own compile and run commands, bare."""
+    from benchmarks.code_multilang_mix import bare_multilang, load_multilang
+    rows = load_multilang(args.limit or 4)
+    env = {"REWARD_SERVICE_MAX_ITEM_TIMEOUT_S": "1200", "REWARD_SERVICE_SANDBOX_MAX_CONCURRENT": str(args.parallel),
+           "REWARD_SERVICE_SANDBOX_WARM_POOL": str(args.parallel)}
+    with service(env) as url:
+        bare_s, bare_runs, bare_ok = bare_multilang(rows, args.parallel)
+        our_s, our_tests, our_ok = asyncio.run(ours(url, rows, args.batch, max(1, args.concurrency // args.batch)))
+    n = len(rows)
+    print(f"multilingual programs: {n} (MultiPL-E x10 languages, HumanEval-X cpp/java/js)")
+    print(f"code verifier (/v1/verify, program + appended tests in one sandbox run): {our_s:.1f}s  "
+          f"{n / our_s:.2f} programs/s  ({our_ok}/{our_tests} tests passed)")
+    print(f"bare processes, no sandbox (the languages' own compile + run, {args.parallel} at once): {bare_s:.1f}s  "
+          f"{n / bare_s:.2f} programs/s  ({bare_ok}/{bare_runs} passed)")
+    print(f"RATIO (programs/s, ours / bare processes): {bare_s / our_s:.2f}x")
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from reward_service.logs import request_id_var
 from reward_service.metrics import Metrics
 from reward_service.middleware import BodySizeLimit, TokenGate
 from reward_service.resources.runtime import Runtime
-from reward_service.routes import audit, envs, health, jobs, openrlhf, prm, sandbox, sandboxfusion, verify
+from reward_service.routes import audit, envs, health, jobs, jupyter, openrlhf, prm, sandbox, sandboxfusion, verify
 from reward_service.schemas.item_limits import reject_lone_surrogates
 from reward_service.settings import Settings
 from sandbox.api import run_client, run_source
@@ -45,6 +45,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     sandbox.router,
     sandboxfusion.router,
     envs.router,
+    jupyter.router,
 )
 
 

@@ -1,67 +1,23 @@
-"""Declarative runner configs: one ``Language`` per language, so adding one is a config change.
+"""Languages bound to this host: the rows of ``sandbox.language_table`` with their tools resolved.
 
-Commands use ``{python}``, ``{src}`` and ``{mem}`` (the memory cap in MiB) placeholders; tool names are resolved on
-the host (real paths, never shims) when the backend starts, and a language whose tools are missing is reported
-unavailable instead of failing at run time.
+Tool names are resolved on the host (real paths, never shims) when the backend starts, and a language whose tools are
+missing is reported unavailable instead of failing at run time.
 """
 from __future__ import annotations
 
+import functools
 import os
-import re
 import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sandbox.language_spec import SUPPORT_DIR, SUPPORT_IN_SANDBOX, Language
+from sandbox.language_table import LANGUAGES
 
-@dataclass(frozen=True)
-class Language:
-    name: str
-    source_file: str
-    run: tuple[str, ...]
-    compile: tuple[str, ...] = ()
-    tools: tuple[str, ...] = ()  # executables that must exist on PATH
-    # "as": RLIMIT_AS (exact, for native code and CPython); "data": RLIMIT_DATA, for runtimes that reserve large
-    # address ranges up front (V8, the JVM, Go) and die under an address-space cap.
-    memory_rlimit: str = "as"
-    env: tuple[tuple[str, str], ...] = ()
-    compile_processes: int = 64  # compilers fork (gcc → cc1 → as → ld; go build runs a pool)
-    inline_python: bool = False  # run in the warm interpreter instead of exec'ing a new one
-    source_pattern: str = ""  # regex whose first group names the source file (Java's public class)
-    aliases: tuple[str, ...] = ()
-
-    def file_for(self, code: str) -> str:
-        if self.source_pattern:
-            m = re.search(self.source_pattern, code, re.M)
-            if m:
-                return self.source_file.replace("Main", m.group(1))
-        return self.source_file
-
-    def main_name(self, code: str) -> str:
-        return Path(self.file_for(code)).stem
-
-
-LANGUAGES: tuple[Language, ...] = (
-    Language("python", "main.py", run=("{python}", "-S", "-I", "{src}"), inline_python=True,
-             aliases=("python3", "py")),
-    Language("c", "main.c", compile=("gcc", "-O2", "-std=gnu17", "-o", "main", "{src}", "-lm"), run=("./main",),
-             tools=("gcc",)),
-    Language("cpp", "main.cpp", compile=("g++", "-O2", "-std=gnu++17", "-o", "main", "{src}"), run=("./main",),
-             tools=("g++",), aliases=("c++",)),
-    Language("javascript", "main.js", run=("node", "--max-old-space-size={mem}", "{src}"), tools=("node",),
-             memory_rlimit="data", aliases=("js", "node", "nodejs")),
-    Language("java", "Main.java", compile=("javac", "-J-Xmx512m", "-encoding", "UTF-8", "{src}"),
-             run=("java", "-Xmx{heap}m", "-Xss64m", "-XX:+UseSerialGC", "-cp", ".", "{main}"), tools=("javac", "java"),
-             memory_rlimit="data", source_pattern=r"^\s*public\s+(?:final\s+)?class\s+(\w+)"),
-    Language("go", "main.go", compile=("go", "build", "-o", "main", "{src}"), run=("./main",), tools=("go",),
-             memory_rlimit="data",
-             env=(("GOCACHE", "/tmp/go-cache"), ("GOPATH", "/tmp/go"), ("CGO_ENABLED", "0"), ("GOFLAGS", "-mod=mod"),
-                  ("GO111MODULE", "off")), compile_processes=256, aliases=("golang",)),
-    Language("rust", "main.rs", compile=("rustc", "-O", "--edition", "2021", "-o", "main", "{src}"), run=("./main",),
-             tools=("rustc",), aliases=("rs",)),
-    Language("bash", "main.sh", run=("bash", "{src}"), tools=("bash",), aliases=("sh", "shell")),
-)
+__all__ = ["LANGUAGES", "SUPPORT_DIR", "Language", "ResolvedLanguage", "canonical_name", "resolve", "resolve_all",
+           "source_file", "version_of"]
 
 
 @dataclass
@@ -75,18 +31,25 @@ class ResolvedLanguage:
     reason: str = ""
 
     def command(self, template: tuple[str, ...], code: str, mem_mb: int, python: str = sys.executable,
-                tools: dict[str, str] | None = None) -> list[str]:
+                tools: dict[str, str] | None = None, python_path: tuple[str, ...] = ()) -> list[str]:
         """The argv of one step; ``python`` and ``tools`` as the sandbox sees them (they may be bound elsewhere)."""
-        src = self.spec.file_for(code)
         paths = tools if tools is not None else self.tools
-        out = []
-        for part in template:
-            if part in paths:
-                out.append(paths[part])
-                continue
-            out.append(part.format(python=python, src=src, mem=mem_mb, heap=max(16, mem_mb * 3 // 4),
-                                   main=self.spec.main_name(code)))
-        return out
+        values = self._values(code, mem_mb, python, python_path)
+        # the tool is the step's first word; later words are arguments even where one spells a tool ("--types node")
+        return [paths[part] if i == 0 and part in paths else part.format(**values) for i, part in enumerate(template)]
+
+    def environment(self, code: str, mem_mb: int, python: str = sys.executable,
+                    python_path: tuple[str, ...] = ()) -> dict[str, str]:
+        """The language's own environment variables, their placeholders filled as for its commands."""
+        values = self._values(code, mem_mb, python, python_path)
+        return {key: value.format(**values) for key, value in self.spec.env}
+
+    def _values(self, code: str, mem_mb: int, python: str, python_path: tuple[str, ...]) -> dict[str, object]:
+        return {"python": python, "src": self.spec.file_for(code), "mem": mem_mb, "heap": max(16, mem_mb * 3 // 4),
+                "jvm_heap": max(16, mem_mb // 2),
+                "jvm_stack": min(64, max(4, mem_mb // 32)), "main": self.spec.main_name(code),
+                "support": SUPPORT_IN_SANDBOX,
+                "pythonpath": os.pathsep.join(python_path)}
 
 
 def _rust_binds(rustc: str) -> list[str]:
@@ -115,6 +78,24 @@ def resolve(spec: Language) -> ResolvedLanguage:
         tools[tool] = real
         binds.append(str(Path(real).parent.parent))  # the tool's installation prefix (lib/ beside bin/)
     return ResolvedLanguage(spec, True, tools, tuple(binds))
+
+
+@functools.cache
+def version_of(name: str) -> str:
+    """The first line its toolchain prints for its version on this host ("" when it prints none); run once per
+    process, on demand (a JVM compiler's takes a second)."""
+    spec = next((s for s in LANGUAGES if s.name == name), None)
+    if spec is None or not spec.version:
+        return ""
+    argv = [sys.executable if part == "{python}" else part for part in spec.version]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    for line in (done.stdout + "\n" + done.stderr).splitlines():
+        if line.strip() and "warning" not in line.lower() and "picked up" not in line.lower():
+            return line.strip()[:200]
+    return ""
 
 
 def resolve_all(enabled: list[str] | None = None) -> dict[str, ResolvedLanguage]:

@@ -15,7 +15,10 @@ from sandbox.api import Limits, RunStatus
 _OOM = re.compile(
     r"MemoryError|std::bad_alloc|OutOfMemoryError|JavaScript heap out of memory|out of memory|"
     r"memory allocation of \d+ bytes failed|Cannot allocate memory|failed to reserve memory|"
-    r"insufficient memory for the Java Runtime"
+    r"insufficient memory for the Java Runtime|OutOfMemoryException|Allowed memory size of \d+ bytes exhausted|"
+    r"cannot allocate vector of size|NoMemoryError|Out of memory|not enough memory|Out_of_memory|heap overflow|"
+    r"Cannot allocate \d+ bytes|cannot allocate \d+ bytes|Allocation would exceed memory limit|"
+    r"memory allocation failed|Unable to commit"
 )
 
 

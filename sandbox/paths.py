@@ -12,6 +12,7 @@ MAX_PATH_BYTES = 1024
 MAX_DEPTH = 32
 MAX_FILES = 1000
 MAX_COLLECT = 64  # files a run may read back; together they share the run's output budget
+WORK_DIR = "/work"  # the program's work dir as every backend shows it (its cwd; a tmpfs of the run's own)
 
 
 def path_problem(name: str) -> str:

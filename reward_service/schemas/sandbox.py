@@ -110,3 +110,5 @@ class LanguageOut(BaseModel):
     file: str = ""
     aliases: list[str] = Field(default_factory=list)
     reason: str = ""
+    version: str = ""  # the toolchain's own version line (e.g. "go version go1.19.8 linux/amd64")
+    assertions: str = ""  # what a failed assertion is in this language and how the sandbox keeps it a failure

@@ -11,22 +11,24 @@ from __future__ import annotations
 import enum
 import math
 import signal
-from dataclasses import replace
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from sandbox.api import Limits, RunResult, RunStatus
+from sandbox.api import RunResult, RunStatus
 
 # SandboxFusion's language names -> ours; None: SandboxFusion knows it, this server does not offer it.
 SANDBOXFUSION_LANGUAGES: dict[str, str | None] = {
     "python": "python", "cpp": "cpp", "nodejs": "javascript", "go": "go", "java": "java", "bash": "bash",
-    "rust": "rust",
-    **{name: None for name in (
-        "go_test", "php", "csharp", "typescript", "sql", "cuda", "lua", "R", "perl", "D_ut", "ruby", "scala", "julia",
-        "pytest", "junit", "kotlin_script", "jest", "verilog", "python_gpu", "lean", "swift", "racket")},
+    "rust": "rust", "go_test": "go_test", "php": "php", "csharp": "csharp", "typescript": "typescript", "lua": "lua",
+    "R": "r", "perl": "perl", "D_ut": "d", "ruby": "ruby", "scala": "scala", "pytest": "pytest", "junit": "junit",
+    "kotlin_script": "kotlin_script", "verilog": "verilog", "racket": "racket",
+    # no toolchain a registry here supplies (julia, swift, cuda, python_gpu), a test runner not installed (jest), or
+    # served elsewhere (sql: the sql verifier; lean: the lean verifier)
+    **{name: None for name in ("sql", "cuda", "julia", "jest", "python_gpu", "lean", "swift")},
 }
 # Our own names, accepted too (a superset: SandboxFusion refuses these with 422).
-EXTRA_LANGUAGES: dict[str, str] = {"c": "c", "javascript": "javascript"}
+EXTRA_LANGUAGES: dict[str, str] = {name: name for name in (
+    "c", "javascript", "kotlin", "d", "r", "rust_test", "haskell", "ocaml", "elixir", "fortran")}
 NO_MEMORY_LIMIT = -1  # SandboxFusion's default memory_limit_MB: "no limit"; here the server's default limit
 
 
@@ -74,11 +76,6 @@ class RunCodeRequest(BaseModel):
 
     def our_language(self) -> str | None:
         return EXTRA_LANGUAGES.get(self.language) or SANDBOXFUSION_LANGUAGES.get(self.language)
-
-    def with_compile_budget(self, limits: Limits) -> Limits:
-        """``limits`` with this request's ``compile_timeout`` as the compile step's budget (``Limits.compile_s``):
-        the sandbox stops a longer compile and the answer is a compile TimeLimitExceeded."""
-        return replace(limits, compile_s=self.compile_timeout)
 
 
 class CommandRunResult(BaseModel):

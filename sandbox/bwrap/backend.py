@@ -46,7 +46,7 @@ from sandbox.bwrap.pool import Sandbox, WarmPool
 from sandbox.bwrap.session import REPL_IMPORTS, REPL_IN_SANDBOX, BwrapSession, SessionJob, session_payload
 from sandbox.cgroups import MemoryCgroups
 from sandbox.fairslots import FairSlots
-from sandbox.languages import ResolvedLanguage, canonical_name, resolve_all
+from sandbox.languages import ResolvedLanguage, canonical_name, resolve_all, version_of
 from sandbox.limits import clamp
 from sandbox.paths import collect_problem, files_problem
 
@@ -66,6 +66,10 @@ class BwrapBackend(Backend):
         self.config = config or BwrapConfig()
         c = self.config
         self._langs: dict[str, ResolvedLanguage] = resolve_all(c.languages)
+        # each toolchain's version line, probed off the event loop once the backend starts (a JVM compiler takes a
+        # second to say it); language_info shows "" until its probe is back
+        self._versions: dict[str, str] = {}
+        self._version_probe: asyncio.Future[None] | None = None
         self._privileged = os.geteuid() == 0
         slots = c.warm_pool + c.max_concurrent + 8
         uids = list(range(c.uid_base, c.uid_base + slots)) if self._privileged else []
@@ -132,12 +136,20 @@ class BwrapBackend(Backend):
 
     def language_info(self) -> dict[str, dict[str, object]]:
         return {name: {"available": lang.available, "compiled": bool(lang.spec.compile), "reason": lang.reason,
-                       "file": lang.spec.source_file, "aliases": list(lang.spec.aliases)}
+                       "file": lang.spec.source_file, "aliases": list(lang.spec.aliases),
+                       "version": self._versions.get(name, ""), "assertions": lang.spec.assertions}
                 for name, lang in self._langs.items()}
 
     async def start(self) -> None:
         """Fill the warm pool once (so /readyz means "runs are fast now") and keep it filled."""
+        if self._version_probe is None:
+            self._version_probe = asyncio.ensure_future(asyncio.to_thread(self._probe_versions))
         await self._pool.start()
+
+    def _probe_versions(self) -> None:
+        for name, lang in self._langs.items():
+            if lang.available:
+                self._versions[name] = version_of(name)
 
     async def run(self, request: RunRequest) -> RunResult:
         started = time.perf_counter()
@@ -203,6 +215,8 @@ class BwrapBackend(Backend):
     async def close(self) -> None:
         await self._session_pool.close()
         await self._pool.close()
+        if self._version_probe is not None and not self._version_probe.done():
+            await asyncio.wait([self._version_probe], timeout=60)  # its thread reports to this loop: let it finish
         if self._cgroups is not None:
             self._cgroups.close()
         self._layout.close()
@@ -224,6 +238,7 @@ class BwrapBackend(Backend):
                           "file_size_mb": max(limits.file_size_mb, 256), "open_files": max(limits.open_files, 1024)}
         tools = self._layout.tools.get(lang.spec.name, {})
         py = self._layout.python.executable
+        site = tuple(self._layout.python.site_packages)
         rules = self._offline_filter if request.network == "none" and self._offline_filter else self._filter
         return {
             "files": files,  # (name, size) in the order of their contents
@@ -235,12 +250,13 @@ class BwrapBackend(Backend):
             "case_count": len(cases),
             "sizes_bytes": 8 * len(cases),
             "batch_budget_s": c.batch_budget_s,
-            "env": {**self._layout.env, **dict(spec.env)},
+            "env": {**self._layout.env, **lang.environment(request.code, limits.memory_mb, py, site)},
             "limits": lim,
-            "compile": lang.command(spec.compile, request.code, limits.memory_mb, py, tools) if spec.compile else None,
+            "compile": (lang.command(spec.compile, request.code, limits.memory_mb, py, tools, site) if spec.compile
+                        else None),
             "compile_limits": compile_limits,
             "compile_output_bytes": c.compile_output_bytes,
-            "run": lang.command(spec.run, request.code, limits.memory_mb, py, tools),
+            "run": lang.command(spec.run, request.code, limits.memory_mb, py, tools, site),
             "inline_python": spec.inline_python,
             "code_object": (compiled_code(request.code, f"{WORK_IN_SANDBOX}/{src}")
                             if request.precompiled and spec.inline_python else b""),

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox.inside import SUPERVISOR
-from sandbox.languages import ResolvedLanguage
+from sandbox.language_spec import SUPPORT_IN_SANDBOX
+from sandbox.languages import SUPPORT_DIR, ResolvedLanguage
 
 log = logging.getLogger("sandbox.bwrap")
 
@@ -33,7 +34,10 @@ BASE_ENV = {
 # Read-only system paths every sandbox sees (missing ones are skipped). Deliberately not all of /etc.
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc/ld.so.cache", "/etc/ld.so.conf",
                 "/etc/ld.so.conf.d", "/etc/alternatives", "/etc/localtime")
-SYSTEM_GLOBS = ("/etc/java-*", "/etc/ssl/certs")
+# Runtimes' own configuration outside /usr (Mono's machine.config, PHP's php.ini, R's Renviron, Racket's config.rktd,
+# LDC's ldc2.conf, GHC's package database).
+SYSTEM_GLOBS = ("/etc/java-*", "/etc/ssl/certs", "/etc/mono", "/etc/php", "/etc/R", "/etc/racket", "/etc/perl",
+                "/etc/ldc2.conf", "/var/lib/ghc")
 SYSTEM_PREFIXES = ("/usr/", "/bin/", "/sbin/", "/lib/", "/lib32/", "/lib64/", "/etc/")
 
 
@@ -178,6 +182,7 @@ class Layout:
               if privileged else []),
             *_mount_args([*SYSTEM_PATHS, *extra], mapped, etc_binds),
             "--perms", "0755", "--dir", "/.sandbox", "--ro-bind", supervisor, supervisor_inside,
+            "--ro-bind", str(SUPPORT_DIR), SUPPORT_IN_SANDBOX,
             "--proc", "/proc", "--dev", "/dev",
             # mount points only: the supervisor mounts the run's own tmpfs on them when the job (and its disk_mb) is in
             "--perms", "0755", "--dir", "/.rw", "--perms", "0755", "--dir", "/work", "--perms", "1777", "--dir", "/tmp",

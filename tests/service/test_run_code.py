@@ -183,11 +183,11 @@ def test_files_in_and_fetch_files_out(server: LiveServer) -> None:
 
 
 def test_language_sandboxfusion_knows_but_we_do_not_offer_is_sandbox_error(verl_sf: ModuleType, url: str) -> None:
-    r = _call(verl_sf, url, "<?php echo 1;", "php")
-    assert r["status"] == "SandboxError" and "php" in r["message"]
+    r = _call(verl_sf, url, "println(1)", "julia")
+    assert r["status"] == "SandboxError" and "julia" in r["message"]
     assert r["run_result"]["status"] == "Error"
-    results, meta = verl_sf.check_correctness(url, {"inputs": [""], "outputs": ["1"]}, "<?php echo 1;",
-                                              language="php")
+    results, meta = verl_sf.check_correctness(url, {"inputs": [""], "outputs": ["1"]}, "println(1)",
+                                              language="julia")
     assert results == [-1] and meta[0]["status"] == "sandbox_error"  # verl's "not the program's fault"
 
 
@@ -205,8 +205,6 @@ def test_disabled_sandbox_is_sandbox_error_never_a_verdict(verl_sf: ModuleType, 
     ({"language": "cobol"}, "language"),
     ({"run_timeout": -1}, "run_timeout"),
     ({"run_timeout": 0}, "run_timeout"),
-    ({"run_timeout": 10_000}, "run_timeout"),
-    ({"compile_timeout": 10_000}, "compile_timeout"),
     ({"memory_limit_MB": -5}, "memory_limit_MB"),
     ({"memory_limit_MB": 10**7}, "memory_limit_MB"),
     ({"files": {"../escape": "aGk="}}, "files"),
@@ -342,14 +340,15 @@ def test_compile_over_budget_is_compile_time_limit_exceeded(verl_sf: ModuleType,
 
 
 def test_compile_timeout_becomes_the_runs_compile_budget() -> None:
-    """RunCodeRequest maps compile_timeout onto Limits.compile_s, which the sandbox enforces per run
+    """/run_code maps compile_timeout onto Limits.compile_s, which the sandbox enforces per run
     (tests/sandbox/test_sandbox_backend.py: a heavy-template compile over a 1 s compile_s is a compile_error)."""
+    from reward_service.routes.sandboxfusion import _limits
     from reward_service.schemas.sandboxfusion import RunCodeRequest
-    from sandbox.api import Limits
+    from reward_service.settings import Settings
 
     body = RunCodeRequest(code="int main(){}", language="cpp", compile_timeout=0.5, run_timeout=3)
-    limits = body.with_compile_budget(Limits(wall_s=3, cpu_s=3))
-    assert (limits.compile_s, limits.wall_s, limits.cpu_s) == (0.5, 3, 3)
+    limits = _limits(Settings(), body, [])
+    assert (limits.compile_s, limits.wall_s, limits.cpu_s) == (0.5, 6, 3)
 
 
 def test_run_timeout_is_cpu_time_with_a_wall_clock_backstop_of_twice_it() -> None:
@@ -359,7 +358,7 @@ def test_run_timeout_is_cpu_time_with_a_wall_clock_backstop_of_twice_it() -> Non
     from reward_service.settings import Settings
 
     settings = Settings()
-    limits = _limits(settings, RunCodeRequest(code="print(1)", language="python", run_timeout=3))
+    limits = _limits(settings, RunCodeRequest(code="print(1)", language="python", run_timeout=3), [])
     assert (limits.cpu_s, limits.wall_s) == (3, 6)
-    capped = _limits(settings, RunCodeRequest(code="print(1)", language="python", run_timeout=40))
+    capped = _limits(settings, RunCodeRequest(code="print(1)", language="python", run_timeout=40), [])
     assert (capped.cpu_s, capped.wall_s) == (40, 60)

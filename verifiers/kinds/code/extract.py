@@ -9,16 +9,33 @@ import re
 from dataclasses import dataclass
 
 # Tag aliases models write in fences, per sandbox language name.
+# A test mode (go_test, rust_test, pytest, junit) takes the program from its language's fences.
 ALIASES: dict[str, tuple[str, ...]] = {
-    "python": ("python", "python3", "py", "py3"),
+    "python": ("python", "python3", "py", "py3", "pytest"),
     "c": ("c", "h"),
     "cpp": ("cpp", "c++", "cxx", "cc", "hpp"),
-    "javascript": ("javascript", "js", "node", "nodejs", "mjs"),
-    "java": ("java",),
-    "go": ("go", "golang"),
-    "rust": ("rust", "rs"),
+    "javascript": ("javascript", "js", "node", "nodejs", "mjs", "cjs", "jsx"),
+    "typescript": ("typescript", "ts", "tsx", "mts"),
+    "java": ("java", "junit"),
+    "go": ("go", "golang", "go_test"),
+    "rust": ("rust", "rs", "rust_test"),
     "bash": ("bash", "sh", "shell"),
     "lean": ("lean4", "lean"),
+    "csharp": ("csharp", "cs", "c#", "c_sharp", "mono"),
+    "php": ("php",),
+    "lua": ("lua",),
+    "r": ("r", "rscript"),
+    "perl": ("perl", "pl"),
+    "ruby": ("ruby", "rb"),
+    "scala": ("scala",),
+    "kotlin": ("kotlin", "kt", "kts"),
+    "racket": ("racket", "rkt", "scheme"),
+    "d": ("d", "dlang", "d_ut"),
+    "verilog": ("verilog", "v", "systemverilog", "sv", "iverilog"),
+    "haskell": ("haskell", "hs"),
+    "ocaml": ("ocaml", "ml"),
+    "elixir": ("elixir", "ex", "exs"),
+    "fortran": ("fortran", "f90", "f95", "f"),
 }
 _CANONICAL = {alias: name for name, aliases in ALIASES.items() for alias in aliases}
 

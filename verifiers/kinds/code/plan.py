@@ -18,6 +18,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from verifiers.kinds.code.appended import appended_fields
 from verifiers.types import InvalidReference
 
 Compare = Literal["exact", "tokens", "float"]
@@ -38,7 +39,7 @@ class Case:
 
 @dataclass(frozen=True)
 class TestPlan:
-    kind: Literal["function", "asserts", "stdio"]
+    kind: Literal["function", "asserts", "stdio", "appended"]
     language: str
     names: list[str]  # one short label per test, for details.tests
     weights: list[float]
@@ -322,12 +323,20 @@ def _build_plan(reference: Any) -> TestPlan:
     if timeout is not None and (
             isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 600):
         raise InvalidReference("'timeout_s' must be a number of seconds in (0, 600]")
-    kinds = [k for k in ("test", "test_list", "cases") if k in reference]
+    kinds = [k for k in ("test", "tests", "test_list", "cases") if k in reference]
     if len(kinds) != 1:
-        raise InvalidReference("reference must hold exactly one of 'test' (+'entry_point'), 'test_list' or 'cases'")
-    if kinds[0] != "cases" and language not in ("python", "python3", "py"):
-        raise InvalidReference("function and assert tests are Python; other languages use stdin/stdout 'cases'")
+        raise InvalidReference("reference must hold exactly one of 'test' (+'entry_point'), 'tests', 'test_list' or "
+                               "'cases'")
     timeout_s = float(timeout) if timeout is not None else None
+    python = language in ("python", "python3", "py")
+    if kinds[0] == "tests" or (kinds[0] == "test" and not python):
+        tests, prompt = appended_fields(reference, kinds[0])
+        # one test, the whole program's exit status, until the run names its tests (appended.unit_results)
+        return TestPlan("appended", language, ["tests"], [1.0], timeout_s, judge_code=tests,
+                        prompt=prompt)
+    if kinds[0] == "test_list" and not python:
+        raise InvalidReference("'test_list' asserts are Python; other languages append their tests as code ('test') "
+                               "or give stdin/stdout 'cases'")
     # the rewritten tests are written out once (ast.unparse needs no source positions but a with's line, which
     # _unit sets) and their tree serves the module and name scans below
     if kinds[0] == "test":

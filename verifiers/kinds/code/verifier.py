@@ -13,6 +13,7 @@ import ast
 import asyncio
 import json
 import secrets
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any, Literal
 
@@ -22,6 +23,7 @@ from sandbox.api import Backend, Limits, RunRequest, RunResult, RunStatus, run_s
 from sandbox.inside import HARNESS
 from verifiers.base import BaseOptions, Verifier
 from verifiers.context import SANDBOX, Context
+from verifiers.kinds.code.appended import assemble_appended, unit_results
 from verifiers.kinds.code.extract import extract_program
 from verifiers.kinds.code.plan import BYTECODE_MAGIC, PARSE_ERRORS, TestPlan, build_plan
 from verifiers.kinds.code.stdio import describe_mismatch, outputs_match
@@ -104,11 +106,15 @@ class CodeVerifier(Verifier[CodeOptions]):
             return Verdict.no_answer(f"no {plan.language} code found in the response", extracted=None)
         sandbox = ctx.resource(SANDBOX)
         available = sandbox.languages()
-        if plan.language not in available and not any(plan.language == k.lower() for k in available):
+        language = _sandbox_name(sandbox, plan.language)
+        if language is None:
             raise InvalidReference(
                 f"language {plan.language!r} is not supported; known: {', '.join(sorted(available))}")
-        if available.get(plan.language) is False:
+        if available.get(language) is False:
             raise VerifierUnavailable(f"language {plan.language!r} has no toolchain on this server")
+        plan = replace(plan, language=language)
+        if plan.kind == "appended":
+            return await self._run_appended(sandbox, plan, extracted.code, extracted.source, options)
         if plan.kind == "stdio":
             outcome = await self._run_cases(sandbox, plan, extracted.code, options)
         else:
@@ -159,6 +165,28 @@ class CodeVerifier(Verifier[CodeOptions]):
         missing = _missing_status(result)
         return [tests.get(i) or dict(missing) for i in range(plan.count)]
 
+    async def _run_appended(self, sandbox: Any, plan: TestPlan, code: str, source: str,
+                            options: CodeOptions) -> Verdict:
+        """The program with its tests appended, run once: it passes when it exits 0; a runner that names its tests
+        gives each its own result (and partial credit)."""
+        timeout = plan.timeout_s or options.test_timeout_s
+        program = assemble_appended(plan.language, plan.prompt, code, plan.judge_code)
+        request = RunRequest(code=program, language=plan.language, network=options.network,
+                             limits=Limits(wall_s=timeout, cpu_s=timeout, memory_mb=options.memory_mb))
+        result: RunResult = await sandbox.run(request)
+        if result.status == RunStatus.SANDBOX_ERROR:
+            raise VerifierUnavailable(f"sandbox error: {result.reason or result.stderr[-300:]}")
+        units = unit_results(plan.language, result)
+        if units:
+            names = [name for name, _, _ in units]
+            outcomes = [{"status": "passed" if ok else "failed", "message": _trim(message)}
+                        for _, ok, message in units]
+        else:
+            names = list(plan.names)
+            outcomes = [{"status": "passed", "message": ""} if result.status == RunStatus.OK
+                        else _case_outcome(result, "", plan)]
+        return _verdict(replace(plan, names=names, weights=[1.0] * len(names)), outcomes, source)
+
     async def _run_cases(self, sandbox: Any, plan: TestPlan, program: str,
                          options: CodeOptions) -> list[dict[str, str]]:
         timeout = plan.timeout_s or options.test_timeout_s
@@ -184,6 +212,20 @@ class CodeVerifier(Verifier[CodeOptions]):
         outcomes = [_case_outcome(r, c.output, plan) for r, c in zip(results, plan.cases)]
         skipped = {"status": "skipped", "message": "not run: stopped at the first failure"}
         return outcomes + [dict(skipped) for _ in range(plan.count - len(outcomes))]
+
+
+def _sandbox_name(sandbox: Backend, language: str) -> str | None:
+    """The sandbox's own name for a reference's language (``cs`` is ``csharp``, ``D_ut`` is ``d``), from the aliases
+    the backend lists; None when it offers no such language."""
+    available = sandbox.languages()
+    for name in available:
+        if language in (name, name.lower()):
+            return name
+    for name, info in sandbox.language_info().items():
+        aliases = info.get("aliases")
+        if isinstance(aliases, list) and language in (str(a).lower() for a in aliases):
+            return name
+    return None
 
 
 async def _run_group(sandbox: Backend, request: RunRequest, stdins: list[str]) -> list[RunResult]:

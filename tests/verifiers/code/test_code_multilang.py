@@ -1,0 +1,100 @@
+"""Unit tests appended to the program in every language: HumanEval-X's canonical solutions pass in its six
+languages and a broken one fails; MultiPL-E's tests run in its ten (hand-written solutions pass, empty bodies and
+wrong ones fail), with the verdict the language's own commands give the same program run bare."""
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.code import CodeRunner
+from tests.support.multilang import (
+    BROKEN_TRUNCATE,
+    HUMANEVAL_X,
+    KNOWN_FAILING,
+    MULTIPL_E,
+    SOLUTIONS,
+    bare_passes,
+    fixed_prompt,
+    humaneval_x,
+    humaneval_x_reference,
+    multipl_e,
+    multipl_e_reference,
+    rust_uses_external_crates,
+    wrong_body,
+)
+from verifiers.kinds.code.appended import assemble_appended
+from verifiers.types import Status
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+SAMPLE = range(0, 164, 16)  # eleven problems per language, spread over the set
+
+
+@pytest.fixture(scope="module")
+def runner() -> Iterator[CodeRunner]:
+    r = CodeRunner(warm_pool=2)
+    yield r
+    r.close()
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("lang", HUMANEVAL_X)
+def test_humaneval_x_canonical_pass_and_broken_fails(runner: CodeRunner, shared_data: Path, lang: str) -> None:
+    tasks = humaneval_x(shared_data, lang)
+    assert len(tasks) == 164
+    known = KNOWN_FAILING.get(lang, set())
+    chosen = [i for i in sorted({*SAMPLE, *known}) if not (lang == "rust" and rust_uses_external_crates(tasks[i]))]
+    good = runner.many([(tasks[i]["canonical_solution"], humaneval_x_reference(tasks[i], lang)) for i in chosen],
+                       test_timeout_s=30)
+    failing = {i: v.reason for i, v in zip(chosen, good) if v.score != 1.0}
+    assert set(failing) == known, failing
+    task = tasks[2]
+    broken = runner.verify(BROKEN_TRUNCATE[lang], humaneval_x_reference(task, lang), test_timeout_s=30)
+    assert broken.status == Status.OK and broken.score is not None and broken.score < 1.0, broken
+    empty = runner.verify("}\n" if lang != "python" else "    pass\n", humaneval_x_reference(task, lang),
+                          test_timeout_s=30)
+    assert empty.score == 0.0, empty
+
+
+def test_go_and_rust_tests_are_scored_one_by_one(runner: CodeRunner) -> None:
+    """A runner that names its tests gives each its own result: partial credit, as for Python."""
+    go = {"language": "go_test", "test": (
+        "func TestOne(t *testing.T) { if Add(1, 1) != 2 { t.Fatal(\"one\") } }\n"
+        "func TestTwo(t *testing.T) { if Add(2, 2) != 5 { t.Fatal(\"two\") } }\n")}
+    program = "```go\npackage main\nimport \"testing\"\nfunc Add(a, b int) int { return a + b }\n```"
+    v = runner.verify(program, go, test_timeout_s=30)
+    assert [(t["name"], t["status"]) for t in v.details["tests"]] == [("TestOne", "passed"), ("TestTwo", "failed")]
+    assert v.score == 0.5
+    rust = {"language": "rust_test", "test": (
+        "#[cfg(test)]\nmod tests {\n use super::*;\n #[test] fn one() { assert_eq!(add(1, 1), 2); }\n"
+        " #[test] fn two() { assert_eq!(add(2, 2), 5); }\n}\n")}
+    v = runner.verify("fn add(a: i32, b: i32) -> i32 { a + b }\n", rust, test_timeout_s=30)
+    assert sorted((t["name"], t["status"]) for t in v.details["tests"]) == [("tests::one", "passed"),
+                                                                            ("tests::two", "failed")]
+    assert v.score == 0.5
+
+
+def test_c_tests_assert_even_when_the_program_defines_ndebug(runner: CodeRunner) -> None:
+    reference = {"language": "c", "test": "int main(void) { assert(twice(2) == 5); return 0; }"}
+    program = "#define NDEBUG\n#include <assert.h>\nint twice(int x) { return 2 * x; }\n"
+    assert runner.verify(program, reference, test_timeout_s=30).score == 0.0
+    assert runner.verify(program.replace("2 * x", "2 * x + 1"), reference, test_timeout_s=30).score == 1.0
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("lang", MULTIPL_E)
+def test_multipl_e_solutions_pass_empty_bodies_fail_as_run_bare(runner: CodeRunner, shared_data: Path,
+                                                                lang: str) -> None:
+    tasks = multipl_e(shared_data, lang)
+    for name, bodies in SOLUTIONS.items():
+        task = tasks[name]
+        reference = multipl_e_reference(lang, task)
+        wrong = wrong_body(name, lang, bodies[lang])
+        for body, expected in ((bodies[lang], 1.0), ("", 0.0), (wrong, 0.0)):
+            verdict = runner.verify(body or "\n", reference, test_timeout_s=30)
+            assert verdict.score == expected, (name, body, verdict.reason)
+            program = assemble_appended(reference["language"], fixed_prompt(lang, task["prompt"]), body,
+                                        task["tests"])
+            assert bare_passes(lang, program) == (expected == 1.0), (name, "bare", program)
