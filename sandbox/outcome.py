@@ -75,8 +75,14 @@ def classify(o: Observed, limits: Limits) -> tuple[RunStatus, str]:
                                    "was killed")
     if o.output_exceeded:
         return RunStatus.OUTPUT_EXCEEDED, f"output over {limits.output_bytes} bytes; the program was stopped"
-    if o.signal == signal.SIGXCPU or (o.signal == signal.SIGKILL and o.cpu_ms >= limits.cpu_s * 1000 * 0.95):
+    spent = o.cpu_ms >= limits.cpu_s * 1000 * 0.95
+    if o.signal == signal.SIGXCPU or (o.signal == signal.SIGKILL and spent):
         return RunStatus.TIMEOUT, f"CPU-time limit of {limits.cpu_s:g}s reached"
+    if spent and o.signal is None and o.exit_code not in (0, None):
+        # A process under a wrapper (a shell, a test runner) met RLIMIT_CPU's signal and its parent reported that as
+        # an exit status (128 + SIGXCPU from a shell): the budget ran out, which is a timeout, not the program's error.
+        return RunStatus.TIMEOUT, (f"CPU-time limit of {limits.cpu_s:g}s reached by a process of the run (its parent "
+                                   f"exited with code {o.exit_code})")
     if o.exit_code == 0 and o.signal is None:
         return RunStatus.OK, ""
     tail = o.stderr[:2000] + o.stderr[-4000:] + o.stdout_tail[-2000:]
