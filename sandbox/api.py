@@ -12,9 +12,13 @@ import enum
 from collections.abc import Hashable
 from dataclasses import dataclass, field, replace
 
-# Whose runs these are, for the backend's fair share of its slots (``sandbox.fairslots``): ``run_source`` names one
-# request (the server sets its request id; the code verifier its item's request), ``run_client`` the client it came
-# from (the server sets the peer's address). Unset, each call is a source of its own.
+from sandbox.turns import FairTurns as FairTurns  # the one turn-taking policy, for the verifiers' queues too
+from sandbox.turns import Place as Place
+
+# Whose runs these are, for the turns ``FairTurns`` hands out (the backend's slots, the verifier pool's backlog, the
+# judges' rate gates): ``run_source`` names one request (the server sets its request id; the code verifier its item's
+# request), ``run_client`` the client it came from (the server sets the peer's address). Unset, each call is a source
+# of its own.
 run_source: contextvars.ContextVar[Hashable | None] = contextvars.ContextVar("sandbox_run_source", default=None)
 run_client: contextvars.ContextVar[Hashable | None] = contextvars.ContextVar("sandbox_run_client", default=None)
 # How urgent these runs are: waiters of a higher priority are served before any of a lower one, and only then in

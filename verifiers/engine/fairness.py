@@ -1,11 +1,15 @@
 """Whose items a free worker takes next: the pool's backlog (``FairQueue``) takes turns between sources, so one
 request's thousands of items (or a client sending pathological ones) cannot hold back every item queued after them,
-and ``WorkerShares`` is the policy that caps what one source may hold. Items of one source keep their order."""
+and ``WorkerShares`` is the policy that caps what one source may hold. Items of one source keep their order. The turns
+are ``sandbox.api.FairTurns``'s, the one policy the sandbox's slots and the judges' rate gates use too; what is the
+pool's own here is the runs (several items of one source for one worker) and the shares."""
 from __future__ import annotations
 
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar, cast
+
+from sandbox.api import FairTurns, Place
 
 T = TypeVar("T")
 
@@ -97,57 +101,30 @@ def _normal(_: object) -> int:
 
 
 class FairQueue(Generic[T]):
-    """Round-robin over sources (named by a string: a request's or client's key); each source is first-in first-out.
-    A source has a priority (``priority_of`` its first item; higher first): ``take_run`` serves the highest priority
-    with an open source, and round-robin within it."""
+    """Round-robin over sources (named by a string: a request's or a job's key; each its own client), each source
+    first-in first-out, an item at its priority (``priority_of`` it; higher first): ``take_run`` serves the highest
+    priority with an open source, and round-robin within it."""
 
     def __init__(self, priority_of: Callable[[T], int] = _normal) -> None:
-        self._queues: dict[str, deque[T]] = {}
-        self._turns: deque[str] = deque()  # sources with items, in the order they are served next
-        self._size = 0
+        self._turns: FairTurns[T] = FairTurns()
         self._priority_of = priority_of
-        self._priority: dict[str, int] = {}  # of each source with items
-        self._mixed = 0  # sources whose priority is not 0: while none, priorities cost nothing
 
     def __len__(self) -> int:
-        return self._size
+        return len(self._turns)
 
     def __bool__(self) -> bool:
-        return self._size > 0
+        return bool(self._turns)
 
     def sources(self) -> Iterable[str]:
         """The sources with items waiting."""
-        return self._queues.keys()
-
-    def _opened(self, source: str, item: T) -> deque[T]:
-        queue = self._queues[source] = deque()
-        priority = self._priority[source] = self._priority_of(item)
-        self._mixed += priority != 0
-        return queue
-
-    def _closed(self, source: str) -> None:
-        del self._queues[source]
-        self._mixed -= self._priority.pop(source) != 0
+        return cast(Iterable[str], self._turns.sources())
 
     def append(self, source: str, item: T) -> None:
-        queue = self._queues.get(source)
-        if queue is None:
-            queue = self._opened(source, item)
-            self._turns.append(source)
-        queue.append(item)
-        self._size += 1
+        self._turns.push(item, source, priority=self._priority_of(item))
 
     def popleft(self) -> T:
         """The next item of the source whose turn it is; that source then goes to the back of the line."""
-        source = self._turns.popleft()
-        queue = self._queues[source]
-        item = queue.popleft()
-        self._size -= 1
-        if queue:
-            self._turns.append(source)
-        else:
-            self._closed(source)
-        return item
+        return self._turns.pop()
 
     def take_run(self, policy: RunPolicy) -> tuple[str | None, list[T]]:
         """Items of one source for one worker: the first source in turn that is neither held nor barred by ``policy``
@@ -155,55 +132,36 @@ class FairQueue(Generic[T]):
         ``policy.size_for(its queue length)`` of them at most, or one where ``policy.full_runs`` is false. One source
         per run, so no request's item waits in a worker behind another request's slow one. ``(None, [])`` when every
         source is barred."""
-        open_sources = [s for s in self._turns if not policy.barred(s)]
-        if self._mixed and open_sources:
-            top = max(self._priority[s] for s in open_sources)
-            open_sources = [s for s in open_sources if self._priority[s] == top]
-        source = next((s for s in open_sources if not policy.held(s)), open_sources[0] if open_sources else None)
-        if source is None:
+        chosen: Place | None = None
+        first_open: Place | None = None
+        for place in self._turns.places():
+            source = cast(str, place.source)
+            if first_open is not None and place.priority < first_open.priority:
+                break  # a higher priority has an open source: a lower one waits
+            if policy.barred(source):
+                continue
+            if first_open is None:
+                first_open = place
+            if not policy.held(source):
+                chosen = place
+                break
+        taken = chosen or first_open
+        if taken is None:
             return None, []
-        self._turns.remove(source)
-        queue = self._queues[source]
-        wanted = max(1, policy.size_for(len(queue))) if policy.full_runs(source) else 1
-        run = [queue.popleft() for _ in range(min(len(queue), wanted))]
-        self._size -= len(run)
-        if queue:
-            self._turns.append(source)
-        else:
-            self._closed(source)
-        return source, run
+        source = cast(str, taken.source)
+        wanted = max(1, policy.size_for(self._turns.waiting(taken))) if policy.full_runs(source) else 1
+        return source, self._turns.take(taken, wanted)
 
     def push_front(self, items: Iterable[tuple[str, T]]) -> None:
         """Put items back at the head of their sources' queues, those sources served first (a retry after a worker
         died keeps its place)."""
         for source, item in reversed(list(items)):
-            queue = self._queues.get(source)
-            if queue is None:
-                queue = self._opened(source, item)
-            else:
-                self._turns.remove(source)
-            queue.appendleft(item)
-            self._turns.appendleft(source)
-            self._size += 1
+            self._turns.push_front(item, source, priority=self._priority_of(item))
 
     def drop(self, unwanted: Callable[[T], bool]) -> int:
         """Take every ``unwanted`` item out (a cancelled request's); each source keeps its place in line. Returns
         how many went."""
-        dropped = 0
-        for source in list(self._queues):
-            queue = self._queues[source]
-            kept = deque(item for item in queue if not unwanted(item))
-            if len(kept) == len(queue):
-                continue
-            dropped += len(queue) - len(kept)
-            if kept:
-                self._queues[source] = kept
-            else:
-                self._closed(source)
-                self._turns.remove(source)
-        self._size -= dropped
-        return dropped
+        return self._turns.drop(unwanted)
 
     def drain(self) -> Iterator[T]:
-        while self:
-            yield self.popleft()
+        return self._turns.drain()

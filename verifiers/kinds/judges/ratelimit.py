@@ -8,7 +8,8 @@ before it is sent and corrected from the ``usage`` the server returns. A Retry-A
 call of the backend, not only the one refused.
 
 ``RateLimiter`` hands out turns round-robin between clients, and within a client between its sources (the request each
-call belongs to), each source first in first out: one request's thousand items cannot hold back another's few. The same
+call belongs to), each source first in first out: one request's thousand items cannot hold back another's few (the
+turns are ``sandbox.api.FairTurns``'s, the policy the sandbox's slots and the verifier pool use too). The same
 gate caps the calls in flight, so a call is counted when it is sent, not when it starts to wait for a connection. Time
 comes from an injected clock, so tests drive the window exactly without sleeping.
 """
@@ -21,9 +22,9 @@ from collections import deque
 from collections.abc import AsyncIterator, Hashable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Generic, Protocol, TypeVar
+from typing import Protocol
 
-T = TypeVar("T")
+from sandbox.api import FairTurns
 
 # Below this a wait is float noise (a clock advanced to an expiry can land a hair short of it).
 _EPSILON_S = 1e-9
@@ -140,116 +141,6 @@ class Window:
         self.paused_until = max(self.paused_until, now + seconds)
 
 
-class Turns(Generic[T]):
-    """Waiters of the highest priority first (``sandbox.api.run_priority``: a high-priority job's calls); within a
-    priority, one client at a time in turn, within a client one source (request) at a time in turn, each source first
-    in first out. A client sending 50 requests at once gets one client's share, and its small request is not stuck
-    behind its own big one."""
-
-    def __init__(self) -> None:
-        self._levels: dict[int, _RoundRobin[T]] = {}
-
-    def __len__(self) -> int:
-        return sum(len(level) for level in self._levels.values())
-
-    def __bool__(self) -> bool:
-        return bool(self._levels)
-
-    def push(self, client: Hashable, source: Hashable, item: T, priority: int = 0) -> None:
-        level = self._levels.get(priority)
-        if level is None:
-            level = self._levels[priority] = _RoundRobin()
-        level.push(client, source, item)
-
-    def peek(self) -> T | None:
-        return self._levels[max(self._levels)].peek() if self._levels else None
-
-    def pop(self, rotate: bool = True) -> T:
-        priority = max(self._levels)
-        level = self._levels[priority]
-        item = level.pop(rotate)
-        if not level:
-            del self._levels[priority]
-        return item
-
-    def remove(self, client: Hashable, source: Hashable, item: T, priority: int = 0) -> None:
-        level = self._levels.get(priority)
-        if level is not None:
-            level.remove(client, source, item)
-            if not level:
-                del self._levels[priority]
-
-
-class _RoundRobin(Generic[T]):
-    """One priority's waiters: clients in turn, a client's sources in turn, each source first in first out."""
-
-    def __init__(self) -> None:
-        self._clients: dict[Hashable, tuple[dict[Hashable, deque[T]], deque[Hashable]]] = {}
-        self._order: deque[Hashable] = deque()  # clients with waiters, in the order they are served next
-
-    def __len__(self) -> int:
-        return sum(len(q) for sources, _ in self._clients.values() for q in sources.values())
-
-    def __bool__(self) -> bool:
-        return bool(self._order)
-
-    def push(self, client: Hashable, source: Hashable, item: T) -> None:
-        entry = self._clients.get(client)
-        if entry is None:
-            entry = self._clients[client] = ({}, deque())
-            self._order.append(client)
-        sources, turns = entry
-        queue = sources.get(source)
-        if queue is None:
-            queue = sources[source] = deque()
-            turns.append(source)
-        queue.append(item)
-
-    def peek(self) -> T | None:
-        if not self._order:
-            return None
-        sources, turns = self._clients[self._order[0]]
-        return sources[turns[0]][0]
-
-    def pop(self, rotate: bool = True) -> T:
-        """The head; with ``rotate``, its source and its client go to the back of their lines."""
-        client = self._order[0]
-        sources, turns = self._clients[client]
-        source = turns[0]
-        item = sources[source].popleft()
-        turns.popleft()
-        if sources[source]:
-            if rotate:
-                turns.append(source)
-            else:
-                turns.appendleft(source)
-        else:
-            del sources[source]
-        self._order.popleft()
-        if turns:
-            if rotate:
-                self._order.append(client)
-            else:
-                self._order.appendleft(client)
-        else:
-            del self._clients[client]
-        return item
-
-    def remove(self, client: Hashable, source: Hashable, item: T) -> None:
-        entry = self._clients.get(client)
-        queue = entry[0].get(source) if entry is not None else None
-        if entry is None or queue is None or item not in queue:
-            return
-        queue.remove(item)
-        sources, turns = entry
-        if not queue:
-            del sources[source]
-            turns.remove(source)
-        if not turns:
-            del self._clients[client]
-            self._order.remove(client)
-
-
 @dataclass
 class LimiterStats:
     """Totals since start, and the state now, for /metrics."""
@@ -283,7 +174,7 @@ class RateLimiter:
         self.limits = limits
         self.clock: Clock = clock or MonotonicClock()
         self.window = Window(limits)
-        self._waiting: Turns[_Waiter] = Turns()
+        self._waiting: FairTurns[_Waiter] = FairTurns()
         self._in_flight = 0
         self._pump: asyncio.Task[None] | None = None
         self._changed: asyncio.Event | None = None
@@ -316,8 +207,7 @@ class RateLimiter:
         if not self._waiting and self._free() and self.window.wait(now, tokens) == 0.0:
             return self._grant(now, tokens, now)
         waiter = _Waiter(tokens, now, asyncio.get_running_loop().create_future())
-        who = source if client is None else client
-        self._waiting.push(who, source, waiter, priority)
+        self._waiting.push(waiter, source, client, priority)
         self._kick()
         try:
             return await waiter.future
@@ -325,7 +215,7 @@ class RateLimiter:
             if waiter.future.done() and not waiter.future.cancelled():
                 self.release()  # granted just as the caller gave up: the call is not made
             else:
-                self._waiting.remove(who, source, waiter, priority)
+                self._waiting.remove(waiter, source, client, priority)
                 self._kick()
             raise
 
@@ -352,8 +242,7 @@ class RateLimiter:
             self._pump.cancel()
             await asyncio.gather(self._pump, return_exceptions=True)
             self._pump = None
-        while (waiter := self._waiting.peek()) is not None:
-            self._waiting.pop()
+        for waiter in self._waiting.drain():
             if not waiter.future.done():
                 waiter.future.set_exception(error or RuntimeError("rate gate closed"))
 
