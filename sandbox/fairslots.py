@@ -3,13 +3,11 @@ request (an item with hundreds of stdin cases, a batch of thousands of programs)
 client can hold every slot while another client's single program waits behind them.
 
 A source is any hashable key naming one request; callers name theirs with ``sandbox.api.run_source`` (the server uses
-the request id) and the client it belongs to with ``sandbox.api.run_client`` (the server uses the peer's address). Turns
-go to clients in order, and a client's turn to its sources in order: a client sending 50 requests at once gets the same
-share as one sending a single request, and its own small request is not stuck behind its own big one. Runs with no
-source each count as a source of their own (``run_many`` makes one per call), and a source with no client as a client of
-its own. Waiters of a higher priority (a high-priority job's runs) go before every waiter of a lower one; the turns
-above hold within a priority. The turns are ``sandbox.turns.FairTurns``'s, the policy the verifier pool's backlog and
-the judges' rate gates use too; this module keeps only the count of free slots.
+the request id), the client it belongs to with ``sandbox.api.run_client`` (the server uses the peer's address) and its
+priority with ``sandbox.api.run_priority``. Runs with no source each count as a source of their own (``run_many`` makes
+one per call), and a source with no client as a client of its own. Whose turn comes is ``sandbox.turns.FairTurns``'s
+policy (priority, then client, then request), the one the verifier pool's backlog and the judges' rate gates use too;
+this module keeps only the count of free slots.
 """
 from __future__ import annotations
 
