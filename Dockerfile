@@ -22,7 +22,10 @@ ARG LANGUAGES_APT="gcc g++ libc6-dev default-jdk-headless nodejs npm golang-go r
 ARG EXTRA_APT=""
 RUN apt-get update \
     && apt-get install -y --no-install-recommends bubblewrap ${LANGUAGES_APT} ${EXTRA_APT} \
-    && if command -v npm >/dev/null; then npm install -g --no-audit --no-fund typescript@5 @types/node@20 lodash; fi \
+    && if command -v npm >/dev/null; then npm install -g --no-audit --no-fund typescript@5 @types/node@20 lodash \
+        && mkdir -p /usr/local/share/reward-sandbox/jest \
+        && npm install --prefix /usr/local/share/reward-sandbox/jest --no-audit --no-fund --save-exact jest@29.7.0 \
+            babel-jest@29.7.0 @babel/core@7.29.13 @babel/preset-env@7.29.14 @babel/preset-typescript@7.29.7; fi \
     && rm -rf /var/lib/apt/lists/* /root/.npm \
     && useradd --create-home --uid 10001 reward \
     && mkdir -p /data /models && chown reward:reward /data /models

@@ -37,6 +37,15 @@ if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = "0" ]; then
     [ -d "$root/typescript" ] && [ -d "$root/@types/node" ] && [ -d "$root/lodash" ] \
       || npm install -g --no-audit --no-fund -s typescript@5 @types/node@20 lodash >/dev/null
   fi
+  # jest and Babel for the jest test mode (sandbox/language_table.py: JEST_HOME), pinned, in a directory of their own
+  # that the sandbox sees read-only under /usr
+  jest_home=/usr/local/share/reward-sandbox/jest
+  if command -v npm >/dev/null 2>&1 && [ ! -f "$jest_home/node_modules/jest/package.json" ]; then
+    mkdir -p "$jest_home"
+    npm install --prefix "$jest_home" --no-audit --no-fund --save-exact -s jest@29.7.0 babel-jest@29.7.0 \
+      @babel/core@7.29.13 @babel/preset-env@7.29.14 @babel/preset-typescript@7.29.7 >/dev/null
+    chmod -R a+rX "$jest_home"
+  fi
   # testify for Go tests (HumanEval-X's import it), from the shared data's vendored copy: GOPATH mode finds it there
   testify=/usr/local/share/reward-sandbox/go/src
   vendor=../shared/data/code/humaneval-x/go-vendor.tar.gz

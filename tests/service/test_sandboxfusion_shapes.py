@@ -30,7 +30,7 @@ def test_ping_answers_pong(server: LiveServer) -> None:
 
 def test_languages_route_lists_each_with_its_version(server: LiveServer) -> None:
     wanted = ("go", "typescript", "csharp", "php", "lua", "r", "perl", "ruby", "scala", "racket", "kotlin", "d",
-              "verilog", "haskell", "ocaml", "elixir", "fortran", "go_test", "pytest", "junit")
+              "verilog", "haskell", "ocaml", "elixir", "fortran", "go_test", "pytest", "junit", "jest")
     deadline = time.monotonic() + 60  # versions are probed off the event loop as the server starts
     while True:
         with server.client() as c:
@@ -74,6 +74,7 @@ SANDBOXFUSION_PROGRAMS = {
     "scala": "object Main { def main(a: Array[String]): Unit = println(3 + 3) }",
     "verilog": "module main; initial begin $display(\"%0d\", 3 + 3); $finish; end endmodule",
     "pytest": "def test_six():\n    assert 3 + 3 == 6\n",
+    "jest": "test('six', () => { expect(3 + 3).toBe(6); });\n",
 }
 
 
@@ -82,8 +83,40 @@ def test_sandboxfusion_language_names_run(server: LiveServer, language: str) -> 
     r = post(server, "/run_code", {"code": SANDBOXFUSION_PROGRAMS[language], "language": language,
                                    "run_timeout": 30, "compile_timeout": 60})
     assert r["status"] == "Success", r
-    if language not in ("go_test", "pytest"):
+    if language not in ("go_test", "pytest", "jest"):
         assert r["run_result"]["stdout"].strip() == "6", r
+
+
+# SandboxFusion's jest runner writes the code to a `.test.ts` file and runs jest through Babel in the work dir:
+# TypeScript (types stripped), ES modules, jest's globals imported from @jest/globals, lodash from its node_modules.
+JEST_PROGRAM = """import { describe, expect, test } from '@jest/globals';
+import _ from 'lodash';
+
+export function chunkSums(values: number[], size: number): number[] {
+  return _.chunk(values, size).map((chunk: number[]) => _.sum(chunk));
+}
+
+describe('chunkSums', () => {
+  test('sums each chunk', () => {
+    expect(chunkSums([1, 2, 3, 4, 5], 2)).toEqual([3, 7, 5]);
+  });
+  test('empty input', () => {
+    expect(chunkSums([], 3)).toEqual([]);
+  });
+});
+"""
+
+
+def test_sandboxfusion_jest_request(server: LiveServer) -> None:
+    """A passing suite is Success with no compile step (as SandboxFusion's jest has none); a failing test is Failed
+    with jest's exit code 1 and its report on stderr."""
+    r = post(server, "/run_code", {"code": JEST_PROGRAM, "language": "jest", "run_timeout": 20})
+    assert r["status"] == "Success" and r["compile_result"] is None, r
+    assert "Tests:       2 passed, 2 total" in r["run_result"]["stderr"], r
+    r = post(server, "/run_code", {"code": JEST_PROGRAM.replace("[3, 7, 5]", "[3, 7, 6]"), "language": "jest",
+                                   "run_timeout": 20})
+    assert r["status"] == "Failed" and r["run_result"]["status"] == "Finished", r
+    assert r["run_result"]["return_code"] == 1 and "1 failed, 1 passed" in r["run_result"]["stderr"], r
 
 
 def test_assertion_failure_fails_run_code(server: LiveServer) -> None:

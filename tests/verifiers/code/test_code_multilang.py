@@ -76,6 +76,23 @@ def test_go_and_rust_tests_are_scored_one_by_one(runner: CodeRunner) -> None:
     assert v.score == 0.5
 
 
+def test_jest_tests_are_scored_one_by_one(runner: CodeRunner) -> None:
+    """jest's JSON report names each test: a TypeScript or JavaScript fence, each test its own result; a suite
+    that cannot run is one failed test, not an empty score."""
+    jest = {"language": "jest", "test": (
+        "describe('add', () => {\n  test('one', () => { expect(add(1, 1)).toBe(2); });\n"
+        "  test('two', () => { expect(add(2, 2)).toBe(5); });\n});\n")}
+    for fence in ("ts", "javascript"):
+        program = f"Here it is:\n```{fence}\nfunction add(a, b) {{ return a + b; }}\n```"
+        v = runner.verify(program, jest, test_timeout_s=30)
+        assert [(t["name"], t["status"]) for t in v.details["tests"]] == [("add one", "passed"),
+                                                                          ("add two", "failed")], v
+        assert v.score == 0.5 and "Expected: 5" in v.details["tests"][1]["message"], v
+    v = runner.verify("```ts\nfunction add(a: number, b: number): number { return a + b\n```", jest,
+                      test_timeout_s=30)
+    assert v.score == 0.0 and [t["name"] for t in v.details["tests"]] == ["tests"], v
+
+
 def test_c_tests_assert_even_when_the_program_defines_ndebug(runner: CodeRunner) -> None:
     reference = {"language": "c", "test": "int main(void) { assert(twice(2) == 5); return 0; }"}
     program = "#define NDEBUG\n#include <assert.h>\nint twice(int x) { return 2 * x; }\n"
