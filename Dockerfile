@@ -18,7 +18,7 @@ FROM ${PYTHON_IMAGE}
 # import (sandbox/language_table.py, docs/sandbox.md; "" for a Python-only image), EXTRA_APT anything more.
 ARG LANGUAGES_APT="gcc g++ libc6-dev default-jdk-headless nodejs npm golang-go rustc mono-devel php-cli lua5.4 \
     lua-unit r-base-core libtest-deep-perl ruby ruby-test-unit scala kotlin racket ldc iverilog ghc ocaml-nox elixir \
-    gfortran libjavatuples-java junit4"
+    gfortran libjavatuples-java junit4 cargo librust-rand+default-dev librust-regex+default-dev librust-md5+default-dev"
 ARG EXTRA_APT=""
 RUN apt-get update \
     && apt-get install -y --no-install-recommends bubblewrap ${LANGUAGES_APT} ${EXTRA_APT} \
@@ -29,6 +29,9 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/* /root/.npm \
     && useradd --create-home --uid 10001 reward \
     && mkdir -p /data /models && chown reward:reward /data /models
+# rand, regex and md5 built for the sandbox's Rust programs (HumanEval-X's declarations use them)
+COPY scripts/rust_crates.sh /tmp/rust_crates.sh
+RUN bash /tmp/rust_crates.sh && rm -rf /tmp/rust_crates.sh
 COPY --from=build /wheels /wheels
 COPY --from=build /bfcl-wheels /bfcl-wheels
 RUN pip install --no-cache-dir /wheels/*.whl && pip install --no-cache-dir --no-deps /bfcl-wheels/*.whl \

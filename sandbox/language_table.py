@@ -26,7 +26,14 @@ JEST_HOME = "/usr/local/share/reward-sandbox/jest/node_modules"
 _JEST_ENV = (("JEST_HOME", JEST_HOME), ("NODE_PATH", f"{JEST_HOME}:{_NODE_ENV[0][1]}"))
 _GO_ENV = (("GOCACHE", "/tmp/go-cache"), ("GOPATH", "/tmp/go:/usr/local/share/reward-sandbox/go"),
            ("CGO_ENABLED", "0"), ("GOFLAGS", "-mod=mod"), ("GO111MODULE", "off"), ("GOTOOLCHAIN", "local"))
-_RUST_FLAGS = ("-O", "-C", "debug-assertions=on", "-C", "overflow-checks=off", "--edition", "2021")
+# rand, regex and md5 (HumanEval-X's Rust declarations use them), built by scripts/rust_crates.sh from Debian's
+# crate sources with the same rustc. An --extern a program does not use costs rustc nothing (the crate is loaded
+# only when named), and one whose rlib is missing is an error only for a program that names it.
+RUST_CRATES = "/usr/local/share/reward-sandbox/rust-crates"
+_RUST_FLAGS = ("-O", "-C", "debug-assertions=on", "-C", "overflow-checks=off", "--edition", "2021",
+               "-L", f"dependency={RUST_CRATES}/deps",
+               *(arg for crate in ("rand", "regex", "md5")
+                 for arg in ("--extern", f"{crate}={RUST_CRATES}/lib{crate}.rlib")))
 # numpy's and scipy's BLAS start a thread (and reserve its buffers, counted by RLIMIT_AS) per core at import: one
 # thread keeps `import numpy, pandas, scipy` inside a 512 MiB run, and a run has few processes to spare anyway.
 _BLAS_ENV = (("OPENBLAS_NUM_THREADS", "1"), ("OMP_NUM_THREADS", "1"), ("MKL_NUM_THREADS", "1"))

@@ -27,6 +27,11 @@ if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = "0" ]; then
     [ -e "${pair%%:*}" ] || missing+=("${pair#*:}")
   done
   ruby -e 'require "test/unit/assertions"' >/dev/null 2>&1 || missing+=(ruby-test-unit)
+  # the Rust crates HumanEval-X's declarations use (rand, regex, md5), as Debian's crate sources with their default
+  # features; scripts/rust_crates.sh builds them below
+  for pkg in librust-rand+default-dev librust-regex+default-dev librust-md5+default-dev; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+  done
   if [ ${#missing[@]} -gt 0 ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
@@ -65,6 +70,8 @@ if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = "0" ]; then
         GO111MODULE=off GOTOOLCHAIN=local go build -o m main.go)
     rm -rf "$build"; chmod -R a+rX "$warm"
   fi
+  # rlibs of those crates, built offline with the rustc on PATH (the one the sandbox uses), redone when it changes
+  bash scripts/rust_crates.sh || echo "setup: the sandbox's Rust crates did not build; Rust programs using them fail" >&2
 fi
 
 # torch: pinned to the CPU build on disk; an unpinned torch would pull several GB of CUDA wheels.

@@ -1,6 +1,7 @@
 """SandboxFusion's test modes (pytest, junit, jest, go_test; Rust's libtest and Kotlin scripts beside them) and the
 libraries programs and test suites import (numpy, pandas, scipy, sympy, requests; javatuples, lodash, luaunit,
-Test::Deep, rackunit, testify), each inside the sandbox: a passing suite exits 0, a failing one does not."""
+Test::Deep, rackunit, testify; Rust's rand, regex, md5), each inside the sandbox: a passing suite exits 0, a failing
+one does not."""
 from __future__ import annotations
 
 import json
@@ -119,6 +120,11 @@ LIBRARIES = {
     "lua": ("local lu = require('luaunit')\nlu.assertEquals(3 + 3, 6)\nprint(6)", "6"),
     "perl": ("use Test::Deep;\nprint eq_deeply([1, [2]], [1, [2]]) ? \"6\\n\" : \"no\\n\";", "6"),
     "racket": ("#lang racket\n(require rackunit)\n(check-equal? (+ 3 3) 6)\n(displayln 6)", "6"),
+    "rust": ("use rand::Rng;\nuse regex::Regex;\nuse md5;\nfn main() {\n"
+             "    let x: u32 = rand::thread_rng().gen_range(6..7);\n"
+             "    let re = Regex::new(r\"^(\\d+)-(\\d+)$\").unwrap();\n"
+             "    println!(\"{} {} {:x}\", x, &re.captures(\"2-6\").unwrap()[2], md5::compute(b\"abc\"));\n}\n",
+             "6 6 900150983cd24fb0d6963f7d28e17f72"),
     "ruby": ("require 'test/unit/assertions'\ninclude Test::Unit::Assertions\nassert_equal(6, 3 + 3)\nputs 6", "6"),
 }
 
