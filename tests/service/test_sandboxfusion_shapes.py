@@ -4,10 +4,15 @@ host runs, and POST /run_jupyter in SandboxFusion's answer shape."""
 from __future__ import annotations
 
 import base64
+import contextlib
+import os
+import secrets
 import shutil
 import time
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.support.server import LiveServer
@@ -149,3 +154,41 @@ def test_run_jupyter_timeouts(server: LiveServer) -> None:
     assert r["cells"][0]["error"][0]["ename"] == "CellTimeout" and r["cells"][1]["display"] == [{"text/plain": "2"}]
     r = post(server, "/run_jupyter", {"cells": ["while True: pass"], "total_timeout": 1})
     assert r["status"] == "Failed" and r["driver"]["status"] == "TimeLimitExceeded" and r["cells"] == []
+
+
+def test_run_jupyter_fetches_what_the_cells_wrote_and_names_an_ended_interpreter(server: LiveServer) -> None:
+    r = post(server, "/run_jupyter", {"cells": ["open('out.txt', 'w').write('héllo')", "import os", "os.mkfifo('p')"],
+                                      "fetch_files": ["/work/out.txt", "p", "missing.txt"]})
+    assert r["status"] == "Success", r
+    # a FIFO (reading it would block) and a missing file are left out
+    assert r["files"] == {"/work/out.txt": base64.b64encode("héllo".encode()).decode()}, r
+    # a cell that ends the interpreter: the request is Failed, the cell says why, the later cells did not run
+    r = post(server, "/run_jupyter", {"cells": ["x = 1", "import os; os._exit(3)", "x"]})
+    assert r["status"] == "Failed" and r["driver"]["status"] == "Finished", r
+    assert r["cells"][0]["error"] == [] and r["cells"][1]["error"][0]["ename"] == "exited", r
+    assert r["cells"][2]["error"][0]["ename"] == "NotRun" and r["cells"][2]["display"] == [], r
+
+
+def _processes_named(comm: str) -> list[int]:
+    found = []
+    for pid in os.listdir("/proc"):
+        with contextlib.suppress(OSError):
+            if pid.isdigit() and Path(f"/proc/{pid}/comm").read_text().strip() == comm:
+                found.append(int(pid))
+    return found
+
+
+def test_run_jupyter_closes_its_session_when_the_client_goes_away(server: LiveServer) -> None:
+    """The cells run in a python session of their own: its interpreter names itself, the client gives up while the
+    cell sleeps (it would for 50 s), and the session, its interpreter with it, is gone within seconds."""
+    comm = f"jpy{secrets.token_hex(5)}"
+    cells = ["x = 1", f"import ctypes, time\nassert ctypes.CDLL(None).prctl(15, {comm.encode()!r}, 0, 0, 0) == 0\n"
+             "time.sleep(50)"]
+    with server.client(timeout=2) as c, contextlib.suppress(httpx.TimeoutException):
+        c.post("/run_jupyter", json={"cells": cells, "total_timeout": 55})
+        pytest.fail("the request should still be running")
+    assert _processes_named(comm), "the session's interpreter is not running the cell"
+    deadline = time.monotonic() + 10
+    while _processes_named(comm) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _processes_named(comm), "the session outlived its client"
