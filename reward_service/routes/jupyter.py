@@ -1,10 +1,11 @@
 """POST /run_jupyter: SandboxFusion's notebook API, as a ``python`` environment session opened and closed with the
-request (environments/kinds/python.py: one interpreter in a sandbox of its own). Each cell is a step; its stdout,
-stderr, last expression (``display``) and exception (``error``) come back in SandboxFusion's shape. As in
-SandboxFusion, a cell's exception is in its ``error`` and the request still Succeeds; a cell over ``cell_timeout``
-is interrupted (a ``CellTimeout`` error) and the next cell runs in the same interpreter; a request over its
-``total_timeout`` is Failed with no cells. The session is closed at the end, when a step fails, and when the client
-goes away (looked at every half second while a cell runs; a cancelled request closes it too)."""
+request (environments/kinds/python.py: one interpreter in a sandbox of its own), held by the environments' session
+manager like any other (its caps, turns, reaper and metrics), with the request's own limits. Each cell is a step;
+its stdout, stderr, last expression (``display``) and exception (``error``) come back in SandboxFusion's shape. As
+in SandboxFusion, a cell's exception is in its ``error`` and the request still Succeeds; a cell over
+``cell_timeout`` is interrupted (a ``CellTimeout`` error) and the next cell runs in the same interpreter; a request
+over its ``total_timeout`` is Failed with no cells. The session is closed at the end, when a step fails, and when
+the client goes away (looked at every half second while a cell runs; a cancelled request closes it too)."""
 from __future__ import annotations
 
 import asyncio
@@ -18,11 +19,13 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from environments.base import EnvResources, Step
-from environments.errors import EnvError, InvalidRequest
-from environments.kinds.python import PythonAction, PythonEnvironment, PythonTask
+from environments.base import EnvResources
+from environments.errors import Capacity, EnvError, InvalidRequest
+from environments.sessions import Session, SessionManager
+from environments.wire.http import client_of
 from reward_service.deps import AdmissionDep, SettingsDep
 from reward_service.errors import ApiError
+from reward_service.routes.envs import get_manager
 from reward_service.routes.sandboxfusion import fetched_names, files_in, pod
 from reward_service.schemas.jupyter import CellRunResult, RunJupyterRequest, RunJupyterResponse
 from reward_service.schemas.sandboxfusion import NO_MEMORY_LIMIT, ApiStatus, CommandRunResult, CommandStatus
@@ -66,25 +69,34 @@ def _not_run(why: str) -> CellRunResult:
                                  "traceback": []}])
 
 
-async def _step(env: PythonEnvironment, code: str, timeout_s: float, request: Request) -> Step | None:
-    """One cell, or None when the client went away while it ran (the cell is stopped with its session)."""
-    running = asyncio.ensure_future(env.step(PythonAction(code=code), timeout_s))
-    try:
-        while True:
-            done, _ = await asyncio.wait([running], timeout=_WATCH_S)
-            if done:
-                return running.result()
-            if await request.is_disconnected():
-                return None
-    finally:
-        if not running.done():
-            running.cancel()
-            with contextlib.suppress(BaseException):
-                await running
+@dataclass
+class _Cell:
+    """Steps of the request's session, each watched for its client going away."""
+
+    manager: SessionManager
+    session: Session
+    request: Request
+
+    async def step(self, code: str, timeout_s: float) -> tuple[dict[str, Any], bool] | None:
+        """One cell: (observation, whether the interpreter ended), or None when the client went away while it ran
+        (the cell is then stopped, and its session closed by the caller)."""
+        running = asyncio.ensure_future(self.manager.step(self.session, {"code": code}, timeout_s))
+        try:
+            while True:
+                done, _ = await asyncio.wait([running], timeout=_WATCH_S)
+                if done:
+                    obs, _reward, ended = running.result()
+                    return obs, ended
+                if await self.request.is_disconnected():
+                    return None
+        finally:
+            if not running.done():
+                running.cancel()
+                with contextlib.suppress(BaseException):
+                    await running
 
 
-async def _run_cells(env: PythonEnvironment, body: RunJupyterRequest, deadline: float,
-                     request: Request) -> _Notebook:
+async def _run_cells(cell: _Cell, body: RunJupyterRequest, deadline: float) -> _Notebook:
     book = _Notebook()
     for source in body.cells:
         left = deadline - time.monotonic()
@@ -92,16 +104,16 @@ async def _run_cells(env: PythonEnvironment, body: RunJupyterRequest, deadline: 
             book.timed_out = True
             return book
         per_cell = body.cell_timeout > 0 and body.cell_timeout < left
-        step = await _step(env, source, body.cell_timeout if per_cell else left, request)
-        if step is None:
+        answer = await cell.step(source, body.cell_timeout if per_cell else left)
+        if answer is None:
             book.ended = "the client went away"
             return book
-        obs = step.observation
+        obs, done = answer
         status = obs.get("status")
         if status in _OUT_OF_TIME or (status in ("timeout", "step_hung") and not per_cell):
             book.timed_out = True
             return book
-        if step.done:
+        if done:
             book.ended = f"{status}: {obs.get('reason', '')}".rstrip(": ")
             book.cells.append(CellRunResult(error=[{"ename": str(status), "evalue": str(obs.get("reason", "")),
                                                     "traceback": []}]))
@@ -111,7 +123,7 @@ async def _run_cells(env: PythonEnvironment, body: RunJupyterRequest, deadline: 
     return book
 
 
-async def _fetch(env: PythonEnvironment, names: list[str], asked: list[str], deadline: float,
+async def _fetch(cell: _Cell, names: list[str], asked: list[str], deadline: float,
                  notes: list[str]) -> dict[str, str]:
     """The work-dir files asked for, read by the session's interpreter (regular files only, as text as /run_code
     returns them), base64, under the names the client asked by; a file the cell's output cap cuts is left out."""
@@ -129,14 +141,16 @@ async def _fetch(env: PythonEnvironment, names: list[str], asked: list[str], dea
                 f"        print({nonce!r} + _b.b64encode(_f.read().decode('utf-8', 'replace').encode()).decode(),"
                 " end='')\n"
                 "del _o, _s, _b, _p")
-        step = await env.step(PythonAction(code=code), min(10.0, left))
-        obs = step.observation
+        answer = await cell.step(code, min(10.0, left))
+        if answer is None:
+            break
+        obs, done = answer
         text = str(obs.get("stdout") or "")
         if obs.get("truncated"):
             notes.append(f"{shown} was not fetched: it is over the output limit")
         elif obs.get("status") == "ok" and text.startswith(nonce):
             out[shown] = text[len(nonce):]
-        if step.done:
+        if done:
             break
     return out
 
@@ -165,15 +179,23 @@ async def run_jupyter(body: RunJupyterRequest, settings: SettingsDep, gate: Admi
     # seconds the total timeout, and each cell's output the run's output limit
     limits = {"memory_mb": memory, "disk_mb": defaults.disk_mb, "processes": defaults.processes,
               "cpu_s": min(total, caps.cpu_s), "output_bytes": defaults.output_bytes, "wall_s": total + 2 * _SETUP_S}
-    env = PythonEnvironment(EnvResources(sandbox=backend, python_limits=limits, python_network="loopback"))
+    try:
+        manager = await get_manager(request)
+    except EnvError as exc:
+        return RunJupyterResponse(status=ApiStatus.SANDBOX_ERROR, message=str(exc), executor_pod_name=pod())
+    resources = EnvResources(sandbox=backend, python_limits=limits, python_network="loopback")
     started = time.monotonic()
+    session: Session | None = None
     try:
         with gate.admit(1):
-            await env.reset(PythonTask(files=files), None)
+            session, _ = await manager.create("python", {"files": files}, client_of(request), resources)
+            cell = _Cell(manager, session, request)
             deadline = time.monotonic() + total
-            book = await _run_cells(env, body, deadline, request)
+            book = await _run_cells(cell, body, deadline)
             fetched = {} if book.timed_out or book.ended else await _fetch(
-                env, fetched_names(body), body.fetch_files, deadline, notes)
+                cell, fetched_names(body), body.fetch_files, deadline, notes)
+    except Capacity as exc:
+        raise ApiError(429, str(exc), headers={"Retry-After": str(exc.retry_after_s)}) from exc
     except InvalidRequest as exc:
         raise ApiError(422, str(exc), loc=["files"]) from exc
     except EnvError as exc:
@@ -181,7 +203,9 @@ async def run_jupyter(body: RunJupyterRequest, settings: SettingsDep, gate: Admi
         return RunJupyterResponse(status=ApiStatus.SANDBOX_ERROR, message=f"sandbox failure: {exc}",
                                   executor_pod_name=pod())
     finally:
-        await asyncio.shield(env.close())
+        if session is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(manager.finish(session, score=False))
     seconds = round(time.monotonic() - started, 6)
     if book.timed_out:
         driver = CommandRunResult(status=CommandStatus.TIME_LIMIT_EXCEEDED, execution_time=seconds)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
+import re
 import secrets
 import shutil
 import time
@@ -156,7 +157,17 @@ def test_run_jupyter_timeouts(server: LiveServer) -> None:
     assert r["status"] == "Failed" and r["driver"]["status"] == "TimeLimitExceeded" and r["cells"] == []
 
 
+def _python_sessions(server: LiveServer) -> tuple[float, float]:
+    """(created, open) python environment sessions, as /metrics counts them."""
+    with server.client() as c:
+        text = c.get("/metrics").text
+    found = dict(re.findall(r'^(reward_env_sessions_(?:total|open))\{env="python"\} (\S+)$', text, re.M))
+    return float(found.get("reward_env_sessions_total", 0)), float(found.get("reward_env_sessions_open", 0))
+
+
 def test_run_jupyter_fetches_what_the_cells_wrote_and_names_an_ended_interpreter(server: LiveServer) -> None:
+    """Each request is a python environment session, counted as one and closed with it."""
+    created, open_now = _python_sessions(server)
     r = post(server, "/run_jupyter", {"cells": ["open('out.txt', 'w').write('héllo')", "import os", "os.mkfifo('p')"],
                                       "fetch_files": ["/work/out.txt", "p", "missing.txt"]})
     assert r["status"] == "Success", r
@@ -167,6 +178,7 @@ def test_run_jupyter_fetches_what_the_cells_wrote_and_names_an_ended_interpreter
     assert r["status"] == "Failed" and r["driver"]["status"] == "Finished", r
     assert r["cells"][0]["error"] == [] and r["cells"][1]["error"][0]["ename"] == "exited", r
     assert r["cells"][2]["error"][0]["ename"] == "NotRun" and r["cells"][2]["display"] == [], r
+    assert _python_sessions(server) == (created + 2, open_now)
 
 
 def _processes_named(comm: str) -> list[int]:
