@@ -9,6 +9,7 @@ the client goes away (looked at every half second while a cell runs; a cancelled
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import logging
@@ -21,6 +22,7 @@ from fastapi import APIRouter, Request
 
 from environments.base import EnvResources
 from environments.errors import Capacity, EnvError, InvalidRequest
+from environments.kinds.python import MAX_CODE_CHARS
 from environments.sessions import Session, SessionManager
 from environments.wire.http import client_of
 from reward_service.deps import AdmissionDep, SettingsDep
@@ -39,6 +41,8 @@ _OUT_OF_TIME = {"cpu_exceeded", "lifetime_exceeded"}
 # what opening the session and writing its files may take beyond the cells' total
 _SETUP_S = 30.0
 _WATCH_S = 0.5  # how often a running cell looks whether its client is still there
+_FETCH_BYTES = 1 << 20  # a fetched file, at most (sandbox_collect_bytes, as /run_code's)
+_FETCH_CHUNK = 256 << 10  # a fetched file's bytes per cell: their base64 fits any cell's output limit over 400 KiB
 
 
 @dataclass
@@ -123,35 +127,54 @@ async def _run_cells(cell: _Cell, body: RunJupyterRequest, deadline: float) -> _
     return book
 
 
-async def _fetch(cell: _Cell, names: list[str], asked: list[str], deadline: float,
+async def _fetch(cell: _Cell, names: list[str], asked: list[str], deadline: float, budget: int,
                  notes: list[str]) -> dict[str, str]:
-    """The work-dir files asked for, read by the session's interpreter (regular files only, as text as /run_code
-    returns them), base64, under the names the client asked by; a file the cell's output cap cuts is left out."""
+    """The work-dir files asked for, read by the session's interpreter after the last cell (regular files only, as
+    UTF-8 text as /run_code returns them), base64, under the names the client asked by. As /run_code's: each at most
+    ``_FETCH_BYTES``, all together at most ``budget`` (the run's output limit); a file over either is left out and
+    ``notes`` says so. A file comes in chunks, each a cell whose output fits any output limit."""
     out: dict[str, str] = {}
     nonce = secrets.token_hex(8)
     for name, shown in zip(names, asked):
-        left = deadline - time.monotonic()
-        if left <= 0:
-            notes.append(f"{shown} was not fetched: the total timeout was reached")
-            continue
-        code = (f"import os as _o, stat as _s, base64 as _b\n"
-                f"_p = {name!r}\n"
-                "if _o.path.lexists(_p) and _s.S_ISREG(_o.lstat(_p).st_mode):\n"
-                "    with open(_p, 'rb') as _f:\n"
-                f"        print({nonce!r} + _b.b64encode(_f.read().decode('utf-8', 'replace').encode()).decode(),"
-                " end='')\n"
-                "del _o, _s, _b, _p")
-        answer = await cell.step(code, min(10.0, left))
-        if answer is None:
-            break
-        obs, done = answer
-        text = str(obs.get("stdout") or "")
-        if obs.get("truncated"):
-            notes.append(f"{shown} was not fetched: it is over the output limit")
-        elif obs.get("status") == "ok" and text.startswith(nonce):
-            out[shown] = text[len(nonce):]
-        if done:
-            break
+        data = b""
+        while len(data) < _FETCH_BYTES:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                notes.append(f"{shown} was not fetched: the total timeout was reached")
+                return out
+            code = (f"import os as _o, stat as _s, base64 as _b\n"
+                    f"_p = {name!r}\n"
+                    "if _o.path.lexists(_p) and _s.S_ISREG(_o.lstat(_p).st_mode):\n"
+                    "    with open(_p, 'rb') as _f:\n"
+                    f"        _t = _f.read({_FETCH_BYTES * 4 + 1}).decode('utf-8', 'replace').encode()\n"
+                    f"    _c = _t[{len(data)}:{len(data) + _FETCH_CHUNK}]\n"
+                    f"    print({nonce!r}, len(_t), _b.b64encode(_c).decode())\n"
+                    "    del _f, _t, _c\n"
+                    "del _o, _s, _b, _p")
+            answer = await cell.step(code, min(10.0, left))
+            if answer is None:
+                return out
+            obs, done = answer
+            if obs.get("truncated"):
+                notes.append(f"{shown} was not fetched: the cells' output limit is too small to carry it")
+                break
+            words = str(obs.get("stdout") or "").rstrip("\n").split(" ")
+            if done or obs.get("status") != "ok" or len(words) != 3 or words[0] != nonce or not words[1].isdigit():
+                break  # absent, not a regular file, or the interpreter failed at it
+            size = int(words[1])
+            if size > _FETCH_BYTES or size > budget:
+                notes.append(f"{shown} was not fetched: its {size} bytes are over " + (
+                    f"a fetched file's limit of {_FETCH_BYTES}" if size > _FETCH_BYTES else
+                    f"what is left of the fetched files' limit ({budget} bytes)"))
+                break
+            try:
+                data += base64.b64decode(words[2], validate=True)
+            except ValueError:
+                break
+            if len(data) >= size:
+                out[shown] = base64.b64encode(data[:size]).decode("ascii")
+                budget -= size
+                break
     return out
 
 
@@ -171,6 +194,10 @@ async def run_jupyter(body: RunJupyterRequest, settings: SettingsDep, gate: Admi
         raise ApiError(422, f"memory_limit_MB={memory} must be positive and at most {caps.memory_mb}",
                        loc=["memory_limit_MB"])
     files = files_in(body)
+    for i, source in enumerate(body.cells):
+        if len(source) > MAX_CODE_CHARS:
+            raise ApiError(422, f"cell {i} holds {len(source)} characters, over a python session step's limit of "
+                                f"{MAX_CODE_CHARS}", loc=["cells", i])
     size = len(json.dumps(body.cells)) + sum(len(v) for v in files.values())
     if size > settings.sandbox.max_input_chars:
         raise ApiError(413, f"cells + files hold {size} characters, over the limit of "
@@ -193,11 +220,11 @@ async def run_jupyter(body: RunJupyterRequest, settings: SettingsDep, gate: Admi
             deadline = time.monotonic() + total
             book = await _run_cells(cell, body, deadline)
             fetched = {} if book.timed_out or book.ended else await _fetch(
-                cell, fetched_names(body), body.fetch_files, deadline, notes)
+                cell, fetched_names(body), body.fetch_files, deadline, defaults.output_bytes, notes)
     except Capacity as exc:
         raise ApiError(429, str(exc), headers={"Retry-After": str(exc.retry_after_s)}) from exc
-    except InvalidRequest as exc:
-        raise ApiError(422, str(exc), loc=["files"]) from exc
+    except InvalidRequest as exc:  # the session's own checks of the files
+        raise ApiError(422, str(exc), loc=[str(exc.details.get("field", "files"))]) from exc
     except EnvError as exc:
         log.warning("/run_jupyter: the python session failed: %s", exc)
         return RunJupyterResponse(status=ApiStatus.SANDBOX_ERROR, message=f"sandbox failure: {exc}",

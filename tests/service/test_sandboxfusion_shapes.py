@@ -168,11 +168,21 @@ def _python_sessions(server: LiveServer) -> tuple[float, float]:
 def test_run_jupyter_fetches_what_the_cells_wrote_and_names_an_ended_interpreter(server: LiveServer) -> None:
     """Each request is a python environment session, counted as one and closed with it."""
     created, open_now = _python_sessions(server)
-    r = post(server, "/run_jupyter", {"cells": ["open('out.txt', 'w').write('héllo')", "import os", "os.mkfifo('p')"],
-                                      "fetch_files": ["/work/out.txt", "p", "missing.txt"]})
+    big = "é" * 300_000 + "end"  # 600 KB: fetched in three chunks
+    cells = ["open('out.txt', 'w').write('héllo')", "import os", "os.mkfifo('p')", "open('e', 'w').close()",
+             "open('big.txt', 'w').write('é' * 300_000 + 'end')", "open('huge.txt', 'w').write('x' * (1 << 21))",
+             "open('bad.txt', 'wb').write(b'a\\xffb')"]
+    r = post(server, "/run_jupyter", {"cells": cells, "fetch_files": ["/work/out.txt", "p", "missing.txt", "e",
+                                                                      "big.txt", "huge.txt", "bad.txt"]})
     assert r["status"] == "Success", r
-    # a FIFO (reading it would block) and a missing file are left out
-    assert r["files"] == {"/work/out.txt": base64.b64encode("héllo".encode()).decode()}, r
+    # a FIFO (reading it would block), a missing file and one over a fetched file's 1 MiB are left out; invalid
+    # UTF-8 comes back replaced, as /run_code returns it
+    assert r["files"] == {name: base64.b64encode(text.encode()).decode() for name, text in (
+        ("/work/out.txt", "héllo"), ("e", ""), ("big.txt", big), ("bad.txt", "a\ufffdb"))}, r["message"]
+    assert "huge.txt was not fetched: its 2097152 bytes are over a fetched file's limit" in r["message"], r
+    with server.client() as c:  # a cell is an action of the python environment, within its size limit
+        over = c.post("/run_jupyter", json={"cells": ["1", "x = 1  #" + "x" * 200_000]})
+    assert over.status_code == 422 and over.json()["loc"] == ["cells", 1], over.text
     # a cell that ends the interpreter: the request is Failed, the cell says why, the later cells did not run
     r = post(server, "/run_jupyter", {"cells": ["x = 1", "import os; os._exit(3)", "x"]})
     assert r["status"] == "Failed" and r["driver"]["status"] == "Finished", r
