@@ -18,14 +18,20 @@ FROM ${PYTHON_IMAGE}
 # import (sandbox/language_table.py, docs/sandbox.md; "" for a Python-only image), EXTRA_APT anything more.
 ARG LANGUAGES_APT="gcc g++ libc6-dev default-jdk-headless nodejs npm golang-go rustc mono-devel php-cli lua5.4 \
     lua-unit r-base-core libtest-deep-perl ruby ruby-test-unit scala kotlin racket ldc iverilog ghc ocaml-nox elixir \
-    gfortran libjavatuples-java junit4"
+    gfortran libjavatuples-java junit4 cargo librust-rand+default-dev librust-regex+default-dev librust-md5+default-dev"
 ARG EXTRA_APT=""
 RUN apt-get update \
     && apt-get install -y --no-install-recommends bubblewrap ${LANGUAGES_APT} ${EXTRA_APT} \
-    && if command -v npm >/dev/null; then npm install -g --no-audit --no-fund typescript@5 @types/node@20 lodash; fi \
+    && if command -v npm >/dev/null; then npm install -g --no-audit --no-fund typescript@5 @types/node@20 lodash \
+        && mkdir -p /usr/local/share/reward-sandbox/jest \
+        && npm install --prefix /usr/local/share/reward-sandbox/jest --no-audit --no-fund --save-exact jest@29.7.0 \
+            babel-jest@29.7.0 @babel/core@7.29.13 @babel/preset-env@7.29.14 @babel/preset-typescript@7.29.7; fi \
     && rm -rf /var/lib/apt/lists/* /root/.npm \
     && useradd --create-home --uid 10001 reward \
     && mkdir -p /data /models && chown reward:reward /data /models
+# rand, regex and md5 built for the sandbox's Rust programs (HumanEval-X's declarations use them)
+COPY scripts/rust_crates.sh /tmp/rust_crates.sh
+RUN bash /tmp/rust_crates.sh && rm -rf /tmp/rust_crates.sh
 COPY --from=build /wheels /wheels
 COPY --from=build /bfcl-wheels /bfcl-wheels
 RUN pip install --no-cache-dir /wheels/*.whl && pip install --no-cache-dir --no-deps /bfcl-wheels/*.whl \

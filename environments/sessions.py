@@ -199,8 +199,10 @@ class SessionManager:
 
     # --- reset, step, state, close ----------------------------------------------------------------------------
 
-    async def create(self, name: str, body: dict[str, Any], client: str) -> tuple[Session, dict[str, Any]]:
-        """A new session and its first observation. ``body``: reset's fields (seed, episode_id, reward, task)."""
+    async def create(self, name: str, body: dict[str, Any], client: str,
+                     resources: EnvResources | None = None) -> tuple[Session, dict[str, Any]]:
+        """A new session and its first observation. ``body``: reset's fields (seed, episode_id, reward, task);
+        ``resources``: the service's own unless the caller sets limits of its own (``/run_jupyter``'s memory)."""
         cls = self.env_class(name)
         seed = body.get("seed")
         episode_id = body.get("episode_id")
@@ -224,7 +226,7 @@ class SessionManager:
         self._creating += 1
         self._per_client[client] = self._per_client.get(client, 0) + 1
         registered = False
-        env = cls(self.resources)
+        env = cls(resources or self.resources)
         try:
             async with self._turns.hold(object(), client):
                 first = await env.reset(task, seed)

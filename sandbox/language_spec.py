@@ -22,6 +22,7 @@ class Language:
     run: tuple[str, ...]
     compile: tuple[str, ...] = ()
     tools: tuple[str, ...] = ()  # executables that must exist on PATH
+    requires: tuple[str, ...] = ()  # files set-up installs outside any tool's prefix (under /usr, seen read-only)
     # "as": RLIMIT_AS (exact, for native code and CPython); "data": RLIMIT_DATA, for runtimes that reserve large
     # address ranges up front (V8, the JVM, Go) and die under an address-space cap.
     memory_rlimit: str = "as"

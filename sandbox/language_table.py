@@ -20,9 +20,20 @@ _JVM_COMPILER_OPTS = ("JAVA_OPTS", "-Xmx1024m -Xss16m -XX:+UseSerialGC -XX:Tiere
 _JAVA_CLASSPATH = ".:/usr/share/java/javatuples.jar:/usr/share/java/junit4.jar:/usr/share/java/hamcrest-core.jar"
 _NODE_PRELOAD = ("--require", "{support}/console_assert.js")
 _NODE_ENV = (("NODE_PATH", "/usr/lib/node_modules:/usr/local/lib/node_modules"),)
+# jest and Babel, installed by scripts/setup.sh with npm into a directory of their own (a test runner's packages do
+# not belong on every JavaScript program's module path); jest_run.js finds them through JEST_HOME.
+JEST_HOME = "/usr/local/share/reward-sandbox/jest/node_modules"
+_JEST_ENV = (("JEST_HOME", JEST_HOME), ("NODE_PATH", f"{JEST_HOME}:{_NODE_ENV[0][1]}"))
 _GO_ENV = (("GOCACHE", "/tmp/go-cache"), ("GOPATH", "/tmp/go:/usr/local/share/reward-sandbox/go"),
            ("CGO_ENABLED", "0"), ("GOFLAGS", "-mod=mod"), ("GO111MODULE", "off"), ("GOTOOLCHAIN", "local"))
-_RUST_FLAGS = ("-O", "-C", "debug-assertions=on", "-C", "overflow-checks=off", "--edition", "2021")
+# rand, regex and md5 (HumanEval-X's Rust declarations use them), built by scripts/rust_crates.sh from Debian's
+# crate sources with the same rustc. An --extern a program does not use costs rustc nothing (the crate is loaded
+# only when named), and one whose rlib is missing is an error only for a program that names it.
+RUST_CRATES = "/usr/local/share/reward-sandbox/rust-crates"
+_RUST_FLAGS = ("-O", "-C", "debug-assertions=on", "-C", "overflow-checks=off", "--edition", "2021",
+               "-L", f"dependency={RUST_CRATES}/deps",
+               *(arg for crate in ("rand", "regex", "md5")
+                 for arg in ("--extern", f"{crate}={RUST_CRATES}/lib{crate}.rlib")))
 # numpy's and scipy's BLAS start a thread (and reserve its buffers, counted by RLIMIT_AS) per core at import: one
 # thread keeps `import numpy, pandas, scipy` inside a 512 MiB run, and a run has few processes to spare anyway.
 _BLAS_ENV = (("OPENBLAS_NUM_THREADS", "1"), ("OMP_NUM_THREADS", "1"), ("MKL_NUM_THREADS", "1"))
@@ -52,6 +63,12 @@ LANGUAGES: tuple[Language, ...] = (
              tools=("tsc", "node"), memory_rlimit="data", env=_NODE_ENV, aliases=("ts",),
              version=("tsc", "--version"),
              assertions="tsc type-checks (a type error is a compile error, as MultiPL-E runs it); then as javascript"),
+    # SandboxFusion writes a jest program to a `.test.ts` file: TypeScript or JavaScript, tests beside the code
+    Language("jest", "main.test.ts", run=("node", "--max-old-space-size={heap}", "{support}/jest_run.js"),
+             tools=("node",), memory_rlimit="data", env=_JEST_ENV, requires=(f"{JEST_HOME}/jest/package.json",),
+             version=("node", "-p", f"'jest ' + require('{JEST_HOME}/jest/package.json').version"),
+             assertions="expect() and anything a test throws fail it (node:assert too); a failed test, a suite that "
+                        "cannot run (a syntax error) or no test at all exits 1"),
     Language("java", "Main.java",
              compile=("javac", "-J-Xmx512m", "-J-XX:TieredStopAtLevel=1", "-encoding", "UTF-8", "-cp", _JAVA_CLASSPATH,
                       "{src}"),

@@ -77,6 +77,9 @@ def resolve(spec: Language) -> ResolvedLanguage:
             binds.extend(roots)
         tools[tool] = real
         binds.append(str(Path(real).parent.parent))  # the tool's installation prefix (lib/ beside bin/)
+    for required in spec.requires:
+        if not os.path.exists(required):
+            return ResolvedLanguage(spec, False, reason=f"{required} is not installed (scripts/setup.sh installs it)")
     return ResolvedLanguage(spec, True, tools, tuple(binds))
 
 

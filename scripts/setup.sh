@@ -27,6 +27,11 @@ if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = "0" ]; then
     [ -e "${pair%%:*}" ] || missing+=("${pair#*:}")
   done
   ruby -e 'require "test/unit/assertions"' >/dev/null 2>&1 || missing+=(ruby-test-unit)
+  # the Rust crates HumanEval-X's declarations use (rand, regex, md5), as Debian's crate sources with their default
+  # features; scripts/rust_crates.sh builds them below
+  for pkg in librust-rand+default-dev librust-regex+default-dev librust-md5+default-dev; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+  done
   if [ ${#missing[@]} -gt 0 ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
@@ -36,6 +41,15 @@ if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = "0" ]; then
     root=$(npm root -g)
     [ -d "$root/typescript" ] && [ -d "$root/@types/node" ] && [ -d "$root/lodash" ] \
       || npm install -g --no-audit --no-fund -s typescript@5 @types/node@20 lodash >/dev/null
+  fi
+  # jest and Babel for the jest test mode (sandbox/language_table.py: JEST_HOME), pinned, in a directory of their own
+  # that the sandbox sees read-only under /usr
+  jest_home=/usr/local/share/reward-sandbox/jest
+  if command -v npm >/dev/null 2>&1 && [ ! -f "$jest_home/node_modules/jest/package.json" ]; then
+    mkdir -p "$jest_home"
+    npm install --prefix "$jest_home" --no-audit --no-fund --save-exact -s jest@29.7.0 babel-jest@29.7.0 \
+      @babel/core@7.29.13 @babel/preset-env@7.29.14 @babel/preset-typescript@7.29.7 >/dev/null
+    chmod -R a+rX "$jest_home"
   fi
   # testify for Go tests (HumanEval-X's import it), from the shared data's vendored copy: GOPATH mode finds it there
   testify=/usr/local/share/reward-sandbox/go/src
@@ -56,6 +70,8 @@ if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = "0" ]; then
         GO111MODULE=off GOTOOLCHAIN=local go build -o m main.go)
     rm -rf "$build"; chmod -R a+rX "$warm"
   fi
+  # rlibs of those crates, built offline with the rustc on PATH (the one the sandbox uses), redone when it changes
+  bash scripts/rust_crates.sh || echo "setup: the sandbox's Rust crates did not build; Rust programs using them fail" >&2
 fi
 
 # torch: pinned to the CPU build on disk; an unpinned torch would pull several GB of CUDA wheels.

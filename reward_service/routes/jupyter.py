@@ -1,56 +1,186 @@
-"""POST /run_jupyter: SandboxFusion's notebook API. The cells run in order in one Python interpreter inside one
-sandbox run (sandbox/support/jupyter_driver.py), which is opened and closed with the request; each cell's stdout,
-stderr, last expression (``display``) and exception (``error``) come back in SandboxFusion's shape. As in
-SandboxFusion, a cell's exception is in its ``error`` and the request still Succeeds; a run stopped by its total
-timeout is Failed with no cells."""
+"""POST /run_jupyter: SandboxFusion's notebook API, as a ``python`` environment session opened and closed with the
+request (environments/kinds/python.py: one interpreter in a sandbox of its own), held by the environments' session
+manager like any other (its caps, turns, reaper and metrics), with the request's own limits. Each cell is a step;
+its stdout, stderr, last expression (``display``) and exception (``error``) come back in SandboxFusion's shape. As
+in SandboxFusion, a cell's exception is in its ``error`` and the request still Succeeds; a cell over
+``cell_timeout`` is interrupted (a ``CellTimeout`` error) and the next cell runs in the same interpreter; a request
+over its ``total_timeout`` is Failed with no cells. The session is closed at the end, when a step fails, and when
+the client goes away (looked at every half second while a cell runs; a cancelled request closes it too)."""
 from __future__ import annotations
 
+import asyncio
+import base64
+import contextlib
 import json
 import logging
 import secrets
-from functools import lru_cache
+import time
+from dataclasses import dataclass, field
+from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
+from environments.base import EnvResources
+from environments.errors import Capacity, EnvError, InvalidRequest
+from environments.kinds.python import MAX_CODE_CHARS
+from environments.sessions import Session, SessionManager
+from environments.wire.http import client_of
 from reward_service.deps import AdmissionDep, SettingsDep
 from reward_service.errors import ApiError
-from reward_service.routes.sandbox import admitted_run
-from reward_service.routes.sandboxfusion import fetched, fetched_names, files_in, pod
+from reward_service.routes.envs import get_manager
+from reward_service.routes.sandboxfusion import fetched_names, files_in, pod
 from reward_service.schemas.jupyter import CellRunResult, RunJupyterRequest, RunJupyterResponse
 from reward_service.schemas.sandboxfusion import NO_MEMORY_LIMIT, ApiStatus, CommandRunResult, CommandStatus
-from sandbox.api import Limits, RunRequest, RunResult, RunStatus
-from sandbox.languages import SUPPORT_DIR
 from verifiers.context import SANDBOX
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["sandboxfusion"])
 
+# the interpreter's own ends that mean the request's time ran out (its CPU seconds are the total timeout)
+_OUT_OF_TIME = {"cpu_exceeded", "lifetime_exceeded"}
+# what opening the session and writing its files may take beyond the cells' total
+_SETUP_S = 30.0
+_WATCH_S = 0.5  # how often a running cell looks whether its client is still there
+_FETCH_BYTES = 1 << 20  # a fetched file, at most (sandbox_collect_bytes, as /run_code's)
+_FETCH_CHUNK = 256 << 10  # a fetched file's bytes per cell: their base64 fits any cell's output limit over 400 KiB
 
-@lru_cache(maxsize=1)
-def _driver() -> str:
-    return (SUPPORT_DIR / "jupyter_driver.py").read_text()
+
+@dataclass
+class _Notebook:
+    """What the cells gave so far, and how the request ended."""
+
+    cells: list[CellRunResult] = field(default_factory=list)
+    timed_out: bool = False
+    ended: str = ""  # why the interpreter ended before the last cell ("" when it did not)
 
 
-def _cells(result: RunResult, nonce: str, count: int) -> list[CellRunResult]:
-    found: dict[int, CellRunResult] = {}
-    prefix = nonce + " "
-    for line in result.stdout.splitlines():
-        if not line.startswith(prefix):
-            continue
+def _cell(obs: dict[str, Any], cell_timeout: bool) -> CellRunResult:
+    exc = obs.get("exception")
+    error: list[dict[str, Any]] = []
+    if cell_timeout:
+        error.append({"ename": "CellTimeout", "evalue": "the cell ran past cell_timeout",
+                      "traceback": str((exc or {}).get("traceback", "")).splitlines(keepends=True)})
+    elif exc:
+        error.append({"ename": exc.get("type", ""), "evalue": exc.get("message", ""),
+                      "traceback": str(exc.get("traceback", "")).splitlines(keepends=True)})
+    value = obs.get("value")
+    return CellRunResult(stdout=obs.get("stdout") or "", stderr=obs.get("stderr") or "",
+                         display=[{"text/plain": value}] if value is not None else [], error=error)
+
+
+def _not_run(why: str) -> CellRunResult:
+    return CellRunResult(error=[{"ename": "NotRun", "evalue": f"the interpreter ended ({why}) before this cell ran",
+                                 "traceback": []}])
+
+
+@dataclass
+class _Cell:
+    """Steps of the request's session, each watched for its client going away."""
+
+    manager: SessionManager
+    session: Session
+    request: Request
+
+    async def step(self, code: str, timeout_s: float) -> tuple[dict[str, Any], bool] | None:
+        """One cell: (observation, whether the interpreter ended), or None when the client went away while it ran
+        (the cell is then stopped, and its session closed by the caller)."""
+        running = asyncio.ensure_future(self.manager.step(self.session, {"code": code}, timeout_s))
         try:
-            record = json.loads(line[len(prefix):])
-        except ValueError:
-            continue
-        index = record.pop("i", None) if isinstance(record, dict) else None
-        if isinstance(index, int) and 0 <= index < count and index not in found:
-            found[index] = CellRunResult(**record)
-    missing = CellRunResult(error=[{"ename": "NotRun", "evalue": f"the run ended ({result.status.value}: "
-                                    f"{result.reason}) before this cell finished", "traceback": []}])
-    return [found.get(i, missing) for i in range(count)]
+            while True:
+                done, _ = await asyncio.wait([running], timeout=_WATCH_S)
+                if done:
+                    obs, _reward, ended = running.result()
+                    return obs, ended
+                if await self.request.is_disconnected():
+                    return None
+        finally:
+            if not running.done():
+                running.cancel()
+                with contextlib.suppress(BaseException):
+                    await running
+
+
+async def _run_cells(cell: _Cell, body: RunJupyterRequest, deadline: float) -> _Notebook:
+    book = _Notebook()
+    for source in body.cells:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            book.timed_out = True
+            return book
+        per_cell = body.cell_timeout > 0 and body.cell_timeout < left
+        answer = await cell.step(source, body.cell_timeout if per_cell else left)
+        if answer is None:
+            book.ended = "the client went away"
+            return book
+        obs, done = answer
+        status = obs.get("status")
+        if status in _OUT_OF_TIME or (status in ("timeout", "step_hung") and not per_cell):
+            book.timed_out = True
+            return book
+        if done:
+            book.ended = f"{status}: {obs.get('reason', '')}".rstrip(": ")
+            book.cells.append(CellRunResult(error=[{"ename": str(status), "evalue": str(obs.get("reason", "")),
+                                                    "traceback": []}]))
+            book.cells += [_not_run(str(status))] * (len(body.cells) - len(book.cells))
+            return book
+        book.cells.append(_cell(obs, status == "timeout"))
+    return book
+
+
+async def _fetch(cell: _Cell, names: list[str], asked: list[str], deadline: float, budget: int,
+                 notes: list[str]) -> dict[str, str]:
+    """The work-dir files asked for, read by the session's interpreter after the last cell (regular files only, as
+    UTF-8 text as /run_code returns them), base64, under the names the client asked by. As /run_code's: each at most
+    ``_FETCH_BYTES``, all together at most ``budget`` (the run's output limit); a file over either is left out and
+    ``notes`` says so. A file comes in chunks, each a cell whose output fits any output limit."""
+    out: dict[str, str] = {}
+    nonce = secrets.token_hex(8)
+    for name, shown in zip(names, asked):
+        data = b""
+        while len(data) < _FETCH_BYTES:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                notes.append(f"{shown} was not fetched: the total timeout was reached")
+                return out
+            code = (f"import os as _o, stat as _s, base64 as _b\n"
+                    f"_p = {name!r}\n"
+                    "if _o.path.lexists(_p) and _s.S_ISREG(_o.lstat(_p).st_mode):\n"
+                    "    with open(_p, 'rb') as _f:\n"
+                    f"        _t = _f.read({_FETCH_BYTES * 4 + 1}).decode('utf-8', 'replace').encode()\n"
+                    f"    _c = _t[{len(data)}:{len(data) + _FETCH_CHUNK}]\n"
+                    f"    print({nonce!r}, len(_t), _b.b64encode(_c).decode())\n"
+                    "    del _f, _t, _c\n"
+                    "del _o, _s, _b, _p")
+            answer = await cell.step(code, min(10.0, left))
+            if answer is None:
+                return out
+            obs, done = answer
+            if obs.get("truncated"):
+                notes.append(f"{shown} was not fetched: the cells' output limit is too small to carry it")
+                break
+            words = str(obs.get("stdout") or "").rstrip("\n").split(" ")
+            if done or obs.get("status") != "ok" or len(words) != 3 or words[0] != nonce or not words[1].isdigit():
+                break  # absent, not a regular file, or the interpreter failed at it
+            size = int(words[1])
+            if size > _FETCH_BYTES or size > budget:
+                notes.append(f"{shown} was not fetched: its {size} bytes are over " + (
+                    f"a fetched file's limit of {_FETCH_BYTES}" if size > _FETCH_BYTES else
+                    f"what is left of the fetched files' limit ({budget} bytes)"))
+                break
+            try:
+                data += base64.b64decode(words[2], validate=True)
+            except ValueError:
+                break
+            if len(data) >= size:
+                out[shown] = base64.b64encode(data[:size]).decode("ascii")
+                budget -= size
+                break
+    return out
 
 
 @router.post("/run_jupyter", response_model=RunJupyterResponse)
-async def run_jupyter(body: RunJupyterRequest, settings: SettingsDep, gate: AdmissionDep) -> RunJupyterResponse:
+async def run_jupyter(body: RunJupyterRequest, settings: SettingsDep, gate: AdmissionDep,
+                      request: Request) -> RunJupyterResponse:
     backend = gate.ready().resources.get(SANDBOX)
     if backend is None or not backend.languages().get("python"):
         return RunJupyterResponse(status=ApiStatus.SANDBOX_ERROR, message="no Python sandbox on this server",
@@ -64,37 +194,52 @@ async def run_jupyter(body: RunJupyterRequest, settings: SettingsDep, gate: Admi
         raise ApiError(422, f"memory_limit_MB={memory} must be positive and at most {caps.memory_mb}",
                        loc=["memory_limit_MB"])
     files = files_in(body)
-    nonce = secrets.token_hex(16)
-    stdin = json.dumps({"nonce": nonce, "cells": body.cells, "cell_timeout": body.cell_timeout})
-    size = len(stdin) + sum(len(v) for v in files.values())
+    for i, source in enumerate(body.cells):
+        if len(source) > MAX_CODE_CHARS:
+            raise ApiError(422, f"cell {i} holds {len(source)} characters, over a python session step's limit of "
+                                f"{MAX_CODE_CHARS}", loc=["cells", i])
+    size = len(json.dumps(body.cells)) + sum(len(v) for v in files.values())
     if size > settings.sandbox.max_input_chars:
         raise ApiError(413, f"cells + files hold {size} characters, over the limit of "
                             f"{settings.sandbox.max_input_chars}")
-    limits = Limits(**{**defaults.model_dump(), "wall_s": total, "cpu_s": min(total, caps.cpu_s), "memory_mb": memory})
-    run = RunRequest(code=_driver(), language="python", stdin=stdin, files=files, collect=fetched_names(body),
-                     limits=limits)
+    # the session's limits hold for its life: the request's memory, the server's defaults for the rest, its CPU
+    # seconds the total timeout, and each cell's output the run's output limit
+    limits = {"memory_mb": memory, "disk_mb": defaults.disk_mb, "processes": defaults.processes,
+              "cpu_s": min(total, caps.cpu_s), "output_bytes": defaults.output_bytes, "wall_s": total + 2 * _SETUP_S}
     try:
-        [result] = await admitted_run(gate, backend, [run])
-    except ApiError:
-        raise
-    except Exception as exc:
-        log.exception("sandbox failure on /run_jupyter")
+        manager = await get_manager(request)
+    except EnvError as exc:
+        return RunJupyterResponse(status=ApiStatus.SANDBOX_ERROR, message=str(exc), executor_pod_name=pod())
+    resources = EnvResources(sandbox=backend, python_limits=limits, python_network="loopback")
+    started = time.monotonic()
+    session: Session | None = None
+    try:
+        with gate.admit(1):
+            session, _ = await manager.create("python", {"files": files}, client_of(request), resources)
+            cell = _Cell(manager, session, request)
+            deadline = time.monotonic() + total
+            book = await _run_cells(cell, body, deadline)
+            fetched = {} if book.timed_out or book.ended else await _fetch(
+                cell, fetched_names(body), body.fetch_files, deadline, defaults.output_bytes, notes)
+    except Capacity as exc:
+        raise ApiError(429, str(exc), headers={"Retry-After": str(exc.retry_after_s)}) from exc
+    except InvalidRequest as exc:  # the session's own checks of the files
+        raise ApiError(422, str(exc), loc=[str(exc.details.get("field", "files"))]) from exc
+    except EnvError as exc:
+        log.warning("/run_jupyter: the python session failed: %s", exc)
         return RunJupyterResponse(status=ApiStatus.SANDBOX_ERROR, message=f"sandbox failure: {exc}",
                                   executor_pod_name=pod())
-    if result.status == RunStatus.SANDBOX_ERROR:
-        return RunJupyterResponse(status=ApiStatus.SANDBOX_ERROR, message=result.reason, executor_pod_name=pod())
-    seconds = round(result.wall_ms / 1000, 6)
-    stdout = "\n".join(line for line in result.stdout.splitlines() if not line.startswith(nonce + " "))
-    if result.status == RunStatus.TIMEOUT:
-        driver = CommandRunResult(status=CommandStatus.TIME_LIMIT_EXCEEDED, execution_time=seconds, stdout=stdout,
-                                  stderr=result.stderr)
-        return RunJupyterResponse(status=ApiStatus.FAILED, message="; ".join([*notes, result.reason]), driver=driver,
-                                  executor_pod_name=pod())
-    code = -result.signal if result.signal else (result.exit_code or 0)
-    driver = CommandRunResult(status=CommandStatus.FINISHED, execution_time=seconds, return_code=code,
-                              stdout=stdout, stderr=result.stderr)
-    ok = result.status == RunStatus.OK
-    return RunJupyterResponse(status=ApiStatus.SUCCESS if ok else ApiStatus.FAILED,
-                              message="; ".join([*notes, *([] if ok else [result.reason])]), driver=driver,
-                              cells=_cells(result, nonce, len(body.cells)), executor_pod_name=pod(),
-                              files=fetched(body, result.files))
+    finally:
+        if session is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(manager.finish(session, score=False))
+    seconds = round(time.monotonic() - started, 6)
+    if book.timed_out:
+        driver = CommandRunResult(status=CommandStatus.TIME_LIMIT_EXCEEDED, execution_time=seconds)
+        return RunJupyterResponse(status=ApiStatus.FAILED, driver=driver, executor_pod_name=pod(),
+                                  message="; ".join([*notes, f"the cells ran past total_timeout={total:g}s"]))
+    driver = CommandRunResult(status=CommandStatus.FINISHED, execution_time=seconds, return_code=0 if not book.ended
+                              else 1)
+    return RunJupyterResponse(status=ApiStatus.FAILED if book.ended else ApiStatus.SUCCESS,
+                              message="; ".join([*notes, *([book.ended] if book.ended else [])]), driver=driver,
+                              cells=book.cells, executor_pod_name=pod(), files=fetched)

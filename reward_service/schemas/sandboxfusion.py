@@ -21,10 +21,10 @@ SANDBOXFUSION_LANGUAGES: dict[str, str | None] = {
     "python": "python", "cpp": "cpp", "nodejs": "javascript", "go": "go", "java": "java", "bash": "bash",
     "rust": "rust", "go_test": "go_test", "php": "php", "csharp": "csharp", "typescript": "typescript", "lua": "lua",
     "R": "r", "perl": "perl", "D_ut": "d", "ruby": "ruby", "scala": "scala", "pytest": "pytest", "junit": "junit",
-    "kotlin_script": "kotlin_script", "verilog": "verilog", "racket": "racket",
-    # no toolchain a registry here supplies (julia, swift, cuda, python_gpu), a test runner not installed (jest), or
-    # served elsewhere (sql: the sql verifier; lean: the lean verifier)
-    **{name: None for name in ("sql", "cuda", "julia", "jest", "python_gpu", "lean", "swift")},
+    "kotlin_script": "kotlin_script", "verilog": "verilog", "racket": "racket", "jest": "jest",
+    # no toolchain a registry here supplies (julia, swift, cuda, python_gpu), or served elsewhere (sql: the sql
+    # verifier; lean: the lean verifier)
+    **{name: None for name in ("sql", "cuda", "julia", "python_gpu", "lean", "swift")},
 }
 # Our own names, accepted too (a superset: SandboxFusion refuses these with 422).
 EXTRA_LANGUAGES: dict[str, str] = {name: name for name in (

@@ -86,7 +86,7 @@ def test_memory_limit_stops_an_allocator(sb: Runner, language: str) -> None:
 
 def test_every_language_is_tested_and_listed_with_its_version(sb: Runner) -> None:
     info = sb.backend.language_info()
-    modes = {"pytest", "junit", "go_test", "rust_test", "kotlin_script"}  # tests/sandbox/test_test_modes.py
+    modes = {"pytest", "junit", "jest", "go_test", "rust_test", "kotlin_script"}  # tests/sandbox/test_test_modes.py
     assert {spec.name for spec in LANGUAGES} - modes == set(CASES)
     for name in CASES:
         assert info[name]["available"], (name, info[name])

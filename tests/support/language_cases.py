@@ -16,8 +16,9 @@ class Runner:
         self.backend = BwrapBackend(BwrapConfig(warm_pool=1))
         self.loop.run_until_complete(self.backend.start())
 
-    def run(self, code: str, language: str, stdin: str = "", **limits: float) -> RunResult:
-        request = RunRequest(code=code, language=language, stdin=stdin,
+    def run(self, code: str, language: str, stdin: str = "", files: dict[str, str] | None = None,
+            **limits: float) -> RunResult:
+        request = RunRequest(code=code, language=language, stdin=stdin, files=files or {},
                              limits=Limits(**{"wall_s": 30, "cpu_s": 30, "memory_mb": 512, **limits}))
         return self.loop.run_until_complete(self.backend.run(request))
 

@@ -16,9 +16,9 @@ MULTIPL_E = ("ts", "cs", "php", "lua", "r", "pl", "rb", "scala", "rkt", "d")
 SANDBOX_LANGUAGE = {"cpp": "cpp", "go": "go_test", "java": "java", "js": "javascript", "python": "python",
                     "rust": "rust_test", "ts": "typescript", "cs": "csharp", "php": "php", "lua": "lua", "r": "r",
                     "pl": "perl", "rb": "ruby", "scala": "scala", "rkt": "racket", "d": "d"}
-# HumanEval-X's Rust declarations `use` three crates (rand, regex, md5) that no registry here serves built; the two
-# canonical solutions that use them are left out and the others run without those lines.
-_EXTERNAL_CRATES = re.compile(r"^use (rand::Rng|regex::Regex|md5);\n", re.M)
+# HumanEval-X's Rust declarations `use` rand, regex and md5, which the sandbox links (scripts/rust_crates.sh); the
+# problems whose canonical solutions call them (91: Regex, 162: md5) join the sample.
+RUST_CRATE_PROBLEMS = {91: "Regex::new", 162: "md5::compute"}
 
 
 def humaneval_x(data: Path, lang: str) -> list[dict[str, Any]]:
@@ -38,7 +38,7 @@ def humaneval_x_reference(task: dict[str, Any], lang: str) -> dict[str, Any]:
                           if not set(re.findall(r'"([^"]+)"', line)) & setup)
         prompt = task["test_setup"] + prompt.replace(task["import"], imports)
     if lang == "rust":
-        prompt = prompt + _EXTERNAL_CRATES.sub("", task["declaration"])
+        prompt = prompt + task["declaration"]
     return {"language": SANDBOX_LANGUAGE[lang], "prompt": prompt, "test": task["test"]}
 
 
@@ -47,8 +47,11 @@ def humaneval_x_reference(task: dict[str, Any], lang: str) -> dict[str, Any]:
 KNOWN_FAILING = {"js": {112, 155, 162}}
 
 
-def rust_uses_external_crates(task: dict[str, Any]) -> bool:
-    return bool(re.search(r"rand::|Regex|md5::", task["canonical_solution"]))
+# The crate-using Rust problems with wrong bodies that compile and still call the crate
+BROKEN_RUST_CRATES = {
+    91: '    Regex::new(r"[.?!]").unwrap().split(s).filter(|x| x.starts_with("I")).count() as i32\n}\n',
+    162: '    format!("{:x}", md5::compute(text.to_uppercase().as_bytes()))\n}\n',
+}
 
 
 # HumanEval/2 (truncate_number) with a wrong body that compiles: the floor instead of the fraction

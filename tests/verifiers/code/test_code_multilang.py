@@ -11,10 +11,12 @@ import pytest
 
 from tests.support.code import CodeRunner
 from tests.support.multilang import (
+    BROKEN_RUST_CRATES,
     BROKEN_TRUNCATE,
     HUMANEVAL_X,
     KNOWN_FAILING,
     MULTIPL_E,
+    RUST_CRATE_PROBLEMS,
     SOLUTIONS,
     bare_passes,
     fixed_prompt,
@@ -22,7 +24,6 @@ from tests.support.multilang import (
     humaneval_x_reference,
     multipl_e,
     multipl_e_reference,
-    rust_uses_external_crates,
     wrong_body,
 )
 from verifiers.kinds.code.appended import assemble_appended
@@ -45,7 +46,8 @@ def test_humaneval_x_canonical_pass_and_broken_fails(runner: CodeRunner, shared_
     tasks = humaneval_x(shared_data, lang)
     assert len(tasks) == 164
     known = KNOWN_FAILING.get(lang, set())
-    chosen = [i for i in sorted({*SAMPLE, *known}) if not (lang == "rust" and rust_uses_external_crates(tasks[i]))]
+    crates = set(RUST_CRATE_PROBLEMS) if lang == "rust" else set()
+    chosen = sorted({*SAMPLE, *known, *crates})
     good = runner.many([(tasks[i]["canonical_solution"], humaneval_x_reference(tasks[i], lang)) for i in chosen],
                        test_timeout_s=30)
     failing = {i: v.reason for i, v in zip(chosen, good) if v.score != 1.0}
@@ -56,6 +58,23 @@ def test_humaneval_x_canonical_pass_and_broken_fails(runner: CodeRunner, shared_
     empty = runner.verify("}\n" if lang != "python" else "    pass\n", humaneval_x_reference(task, lang),
                           test_timeout_s=30)
     assert empty.score == 0.0, empty
+
+
+def test_humaneval_x_rust_uses_its_crates(runner: CodeRunner, shared_data: Path) -> None:
+    """The declarations' `use rand::Rng; use regex::Regex; use md5;` compile as written, and the problems whose
+    solutions call regex and md5 fail a wrong body that calls them too."""
+    tasks = humaneval_x(shared_data, "rust")
+    for i, call in RUST_CRATE_PROBLEMS.items():
+        assert call in tasks[i]["canonical_solution"] and "use rand::Rng;" in tasks[i]["declaration"]
+        reference = humaneval_x_reference(tasks[i], "rust")
+        assert "use md5;" in reference["prompt"]
+        good = runner.verify(tasks[i]["canonical_solution"], reference, test_timeout_s=30)
+        assert good.score == 1.0, good
+        broken = runner.verify(BROKEN_RUST_CRATES[i], reference, test_timeout_s=30)
+        # compiled and ran: libtest names the failed test (a compile error would be the one test "tests")
+        assert broken.status == Status.OK and broken.score == 0.0, broken
+        assert [t["status"] for t in broken.details["tests"]] == ["failed"], broken
+        assert broken.details["tests"][0]["name"].startswith("tests::test_"), broken
 
 
 def test_go_and_rust_tests_are_scored_one_by_one(runner: CodeRunner) -> None:
@@ -74,6 +93,23 @@ def test_go_and_rust_tests_are_scored_one_by_one(runner: CodeRunner) -> None:
     assert sorted((t["name"], t["status"]) for t in v.details["tests"]) == [("tests::one", "passed"),
                                                                             ("tests::two", "failed")]
     assert v.score == 0.5
+
+
+def test_jest_tests_are_scored_one_by_one(runner: CodeRunner) -> None:
+    """jest's JSON report names each test: a TypeScript or JavaScript fence, each test its own result; a suite
+    that cannot run is one failed test, not an empty score."""
+    jest = {"language": "jest", "test": (
+        "describe('add', () => {\n  test('one', () => { expect(add(1, 1)).toBe(2); });\n"
+        "  test('two', () => { expect(add(2, 2)).toBe(5); });\n});\n")}
+    for fence in ("ts", "javascript"):
+        program = f"Here it is:\n```{fence}\nfunction add(a, b) {{ return a + b; }}\n```"
+        v = runner.verify(program, jest, test_timeout_s=30)
+        assert [(t["name"], t["status"]) for t in v.details["tests"]] == [("add one", "passed"),
+                                                                          ("add two", "failed")], v
+        assert v.score == 0.5 and "Expected: 5" in v.details["tests"][1]["message"], v
+    v = runner.verify("```ts\nfunction add(a: number, b: number): number { return a + b\n```", jest,
+                      test_timeout_s=30)
+    assert v.score == 0.0 and [t["name"] for t in v.details["tests"]] == ["tests"], v
 
 
 def test_c_tests_assert_even_when_the_program_defines_ndebug(runner: CodeRunner) -> None:

@@ -1,9 +1,10 @@
 """Unit tests as code appended to the program, in any language (MultiPL-E's and HumanEval-X's form): the program,
 then its tests, run as one program; it passes when it exits 0. Where the language's test runner names each test
-(``go test -v``, Rust's libtest, JUnit, Ruby's test/unit, luaunit), each is reported and scored on its own.
+(``go test -v``, Rust's libtest, jest's JSON report), each is reported and scored on its own.
 """
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -60,8 +61,31 @@ def unit_results(language: str, result: RunResult) -> list[tuple[str, bool, str]
     elif language == "rust_test":
         found = [(name, status == "ok", "" if status == "ok" else f"{name} failed")
                  for name, status in _RUST.findall(result.stdout) if status != "ignored"]
+    elif language == "jest":
+        found = _jest_results(result.stdout)
     if not found:
         return []
     if result.status != RunStatus.OK and all(ok for _, ok, _ in found):
         return []  # the run failed outside any reported test (a panic after them): the run's verdict stands
     return found
+
+
+def _jest_results(stdout: str) -> list[tuple[str, bool, str]]:
+    """Each test of jest's JSON report, which the jest mode prints as the last line of stdout ([] when a suite
+    could not run: a syntax error is the run's failure, not a test's)."""
+    lines = stdout.rstrip("\n").rsplit("\n", 1)
+    try:
+        report = json.loads(lines[-1])
+        found: list[tuple[str, bool, str]] = []
+        for suite in report["testResults"]:
+            tests = suite["assertionResults"]
+            if suite.get("status") == "failed" and not tests:
+                return []
+            for test in tests:
+                if test["status"] in ("passed", "failed"):
+                    messages = test.get("failureMessages") or []
+                    found.append((str(test["fullName"]), test["status"] == "passed",
+                                  str(messages[0]) if messages else ""))
+        return found
+    except (ValueError, KeyError, TypeError, IndexError):
+        return []

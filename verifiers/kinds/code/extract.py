@@ -38,6 +38,8 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "fortran": ("fortran", "f90", "f95", "f"),
 }
 _CANONICAL = {alias: name for name, aliases in ALIASES.items() for alias in aliases}
+# A test mode whose programs come in more than one language's fences (jest runs TypeScript and JavaScript).
+MODE_FENCES: dict[str, tuple[str, ...]] = {"jest": ("typescript", "javascript")}
 
 # Possessive quantifiers (Python 3.11): no backtracking into the fence or its padding, so a line of 100k backticks
 # or spaces is one linear scan (this runs on the event loop). Giving characters back could never produce another
@@ -76,10 +78,11 @@ def fenced_blocks(text: str) -> list[tuple[str, str]]:
 def extract_program(text: str, language: str = "python") -> Extracted | None:
     """None when the completion holds no code at all."""
     wanted = canonical_language(language)
+    accepted = MODE_FENCES.get(wanted, (wanted,))
     blocks = fenced_blocks(text)
-    tagged = [body for tag, body in blocks if tag and canonical_language(tag) == wanted]
+    tagged = [(canonical_language(tag), body) for tag, body in blocks if tag and canonical_language(tag) in accepted]
     if tagged:
-        code, source = tagged[-1], f"fenced:{wanted}"
+        code, source = tagged[-1][1], f"fenced:{tagged[-1][0]}"
     else:
         untagged = [body for tag, body in blocks if not tag]
         if untagged:
