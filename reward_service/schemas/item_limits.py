@@ -251,13 +251,13 @@ def check_limits(limits: LimitsSettings, body: VerifyRequest, facts: BodyFacts =
 
 
 def check_item(limits: LimitsSettings, i: int, item: VerifyItemIn, facts: BodyFacts = _UNCHECKED) -> None:
-    """One item within the limits: each JSON field (reference, options, tools) is written as text once, for its
-    size and, when the body did not clear them, its nesting, surrogates and numbers; then its ids and its
-    conversation."""
+    """One item within the limits: each JSON field (reference, options, tools) is written as compact text once, for
+    its size and nesting, and as ASCII JSON only when the body did not clear surrogates or numbers; then its ids and
+    its conversation."""
     fields = (("reference", item.reference), ("options", item.options), ("tools", item.tools))
     compact = [_compact(v) if isinstance(v, (dict, list)) and v else None for _, v in fields]
-    for (name, value), text in zip(fields, compact):
-        depth = too_deep(value, text)
+    for (name, value), compact_text in zip(fields, compact):
+        depth = too_deep(value, compact_text)
         if depth is not None:
             raise ApiError(422, f"items[{i}].{name} is nested {depth} levels deep, over the limit of "
                                 f"{MAX_NESTING}", loc=["items", i, name])
