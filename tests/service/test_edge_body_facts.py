@@ -70,3 +70,58 @@ def test_bodies_that_only_look_suspicious_are_scored(server: LiveServer) -> None
     assert [x["score"] for x in r.json()["results"]] == [1.0, 1.0], r.text
     clean = json.dumps({"items": [{"verifier": "exact_match", "response": "7", "reference": [7, 1.5e10]}]})
     assert BodyFacts.of(clean.encode(), 1000) == BodyFacts(False, False)
+
+
+# A field's size is measured as the json module writes it (", " and ": " separators, non-ASCII as escapes), while
+# the edge reads the compact orjson text first: values whose two sizes differ most must meet the limit exactly.
+WIDE_VALUES = {
+    "separators": [{"a": 1, "b": [1, 2, 3]} for _ in range(40)],
+    "two-byte characters": ["é" * 300],
+    "four-byte characters": ["\U0001F600" * 200],
+    "line separators": ["\u2028" * 300],
+    "floats with exponents": [1e16, 1e-7, 2.5e-300] * 50,
+}
+
+
+@pytest.mark.parametrize("name", list(WIDE_VALUES))
+def test_sizes_are_the_json_modules_at_the_limit_and_one_past_it(name: str) -> None:
+    from reward_service.schemas.item_limits import _compact, size_over
+
+    value = WIDE_VALUES[name]
+    exact = len(json.dumps(value))
+    compact = _compact(value)
+    assert compact is not None and len(compact) < exact  # the two texts differ: the bound is what is tested
+    assert exact <= 3 * len(compact)
+    assert size_over(value, exact, compact) is None
+    assert size_over(value, exact - 1, compact) == exact
+
+
+def test_tools_one_character_over_their_limit_are_refused_with_non_ascii_specs() -> None:
+    from reward_service.errors import ApiError
+    from reward_service.schemas.item_limits import check_item
+    from reward_service.schemas.verify import VerifyItemIn
+    from reward_service.settings import LimitsSettings
+
+    tools = [{"type": "function", "function": {"name": "météo", "description": "prévision " * 50,
+                                                  "parameters": {"type": "object", "properties": {}}}}]
+    size = len(json.dumps(tools))
+    item = VerifyItemIn(verifier="tool_calls", response="[]", reference=[], tools=tools)
+    check_item(LimitsSettings(max_tools_chars=size), 0, item)
+    with pytest.raises(ApiError) as err:
+        check_item(LimitsSettings(max_tools_chars=size - 1), 0, item)
+    assert err.value.loc == ["items", 0, "tools"] and str(size) in err.value.message
+
+
+def test_nesting_is_read_from_brackets_outside_strings() -> None:
+    from reward_service.schemas.item_limits import MAX_NESTING, _compact, too_deep
+
+    deep: object = "x"
+    for _ in range(MAX_NESTING + 1):
+        deep = [deep]
+    assert too_deep(deep, _compact(deep)) == MAX_NESTING + 1
+    shallow = {"text": "[" * 500 + "{" * 500, "list": [[1]] * 100}  # brackets in strings and many side by side
+    assert too_deep(shallow, _compact(shallow)) is None
+    at_limit: object = 1
+    for _ in range(MAX_NESTING):
+        at_limit = [at_limit]
+    assert too_deep(at_limit, _compact(at_limit)) is None

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from verifiers.kinds.tool_calls import languages
@@ -36,8 +37,16 @@ _NESTED_CHECKED = ("array", "tuple")  # spec types whose items BFCL type-checks 
 _STRIP = re.compile(r"[ ,./\-_*^]")
 
 
-def standardize(text: str) -> str:
+@lru_cache(maxsize=8192)
+def _standard(text: str) -> str:
     return _STRIP.sub("", text).lower().replace("'", '"')
+
+
+def standardize(text: str) -> str:
+    """BFCL's string normalisation. The acceptable values of a reference are compared with every output call and
+    the same gold strings recur across a batch's rollouts, so short strings are remembered (a bounded cache: a
+    long value, which a model may write, is never kept)."""
+    return _standard(text) if len(text) <= 256 else _STRIP.sub("", text).lower().replace("'", '"')
 
 
 @dataclass
@@ -87,10 +96,9 @@ def _first_type(answers: list[Any]) -> type | None:
     return None
 
 
-def _type_check(param: str, value: Any, answers: list[Any], expected: type, nested: type | None
-                ) -> tuple[Outcome, bool]:
-    """(outcome, is_variable), as BFCL's ``type_checker``."""
-    answer_type = _first_type(answers)
+def _type_check(param: str, value: Any, answers: list[Any], expected: type, nested: type | None,
+                answer_type: type | None) -> tuple[Outcome, bool]:
+    """(outcome, is_variable), as BFCL's ``type_checker``; ``answer_type``: the answers' ``_first_type``."""
     is_variable = answer_type is not None and answer_type is not expected
     if type(value) is expected:
         if nested is None:
@@ -98,7 +106,7 @@ def _type_check(param: str, value: Any, answers: list[Any], expected: type, nest
         items = value if isinstance(value, list) else []  # nested types are checked under array specs only
         for answer in answers:
             if not isinstance(answer, list) or all(
-                    _type_check(param, item, answer, nested, None)[0].valid for item in items):
+                    _type_check(param, item, answer, nested, None, _first_type(answer))[0].valid for item in items):
                 return OK, is_variable
         return Outcome.fail("type_error:nested", f"items of {param!r} are not all {nested.__name__}"), is_variable
     if answer_type is not None and type(value) is answer_type:
@@ -175,11 +183,12 @@ def _value_check(param: str, value: Any, answers: list[Any], prop: dict[str, Any
         if isinstance(read, Outcome):
             return read
         source, source_type, item_type = read
-        return _typed_value_check(param, source, answers, source_type, item_type)
+        return _typed_value_check(param, source, answers, source_type, item_type, _first_type(answers))
+    answer_type = _first_type(answers)
     declared = prop.get("type") if isinstance(prop, dict) else None
     expected = SPEC_TYPES.get(declared) if isinstance(declared, str) else None
     if expected is None:  # no usable spec: the possible answer's own type stands in for it
-        expected = _first_type(answers)
+        expected = answer_type
         declared = None
     nested: type | None = None
     if declared in _NESTED_CHECKED and isinstance(prop, dict):
@@ -189,7 +198,7 @@ def _value_check(param: str, value: Any, answers: list[Any], prop: dict[str, Any
         value = list(value)
     if expected is float and type(value) is int:
         value = float(value)
-    return _typed_value_check(param, value, answers, expected, nested)
+    return _typed_value_check(param, value, answers, expected, nested, answer_type)
 
 
 def source_value(param: str, value: Any, prop: dict[str, Any], language: str
@@ -214,11 +223,11 @@ def source_value(param: str, value: Any, prop: dict[str, Any], language: str
     return read, table[declared], table[item_type] if item_type else None
 
 
-def _typed_value_check(param: str, value: Any, answers: list[Any], expected: type | None, nested: type | None
-                       ) -> Outcome:
+def _typed_value_check(param: str, value: Any, answers: list[Any], expected: type | None, nested: type | None,
+                       answer_type: type | None) -> Outcome:
     is_variable = False
     if expected is not None:
-        outcome, is_variable = _type_check(param, value, answers, expected, nested)
+        outcome, is_variable = _type_check(param, value, answers, expected, nested, answer_type)
         if not outcome.valid:
             return outcome
     if not is_variable:
@@ -256,18 +265,22 @@ def check_call(call: Call, name: str, answers: dict[str, list[Any]], spec: Funct
     """One output call against one reference call, as BFCL's ``simple_function_checker``."""
     if not name_matches(name, call.name, underscores):
         return Outcome.fail("wrong_func_name", f"expected {name!r}, got {call.name!r}")
-    properties = spec.properties if spec else {}
-    for param in spec.required if spec else []:
-        if param not in call.arguments:
-            return Outcome.fail("missing_required", f"missing required argument {param!r}")
-    for param, value in call.arguments.items():
-        if param not in answers or (spec is not None and param not in properties):
+    arguments = call.arguments
+    properties: dict[str, Any] = {}
+    if spec is not None:
+        properties = spec.properties
+        for param in spec.required:
+            if param not in arguments:
+                return Outcome.fail("missing_required", f"missing required argument {param!r}")
+    for param, value in arguments.items():
+        acceptable = answers.get(param)
+        if acceptable is None or (spec is not None and param not in properties):
             return Outcome.fail("unexpected_param", f"unexpected argument {param!r}")
-        outcome = _value_check(param, value, _as_list(answers[param]), properties.get(param), language)
+        outcome = _value_check(param, value, acceptable, properties.get(param), language)
         if not outcome.valid:
             return outcome
     for param, values in answers.items():
-        if param not in call.arguments and "" not in _as_list(values):
+        if param not in arguments and "" not in values:
             return Outcome.fail("missing_optional", f"missing argument {param!r} (no default is acceptable)")
     return OK
 
@@ -279,8 +292,8 @@ def arg_scores(call: Call, answers: dict[str, list[Any]], spec: FunctionSpec | N
     keys = len(given & wanted) / len(union) if union else 1.0
     properties = spec.properties if spec else {}
     right = sum(1 for p in given & wanted
-                if _value_check(p, call.arguments[p], _as_list(answers[p]), properties.get(p), language).valid)
-    right += sum(1 for p in wanted - given if "" in _as_list(answers[p]))
+                if _value_check(p, call.arguments[p], answers[p], properties.get(p), language).valid)
+    right += sum(1 for p in wanted - given if "" in answers[p])
     values = right / len(union) if union else 1.0
     return ArgScores(keys, values)
 
@@ -288,7 +301,7 @@ def arg_scores(call: Call, answers: dict[str, list[Any]], spec: FunctionSpec | N
 @dataclass
 class RefCall:
     name: str
-    answers: dict[str, list[Any]]
+    answers: dict[str, list[Any]]  # every argument's acceptable values as a list, a single value wrapped
 
 
 @dataclass

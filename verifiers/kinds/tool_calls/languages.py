@@ -54,6 +54,8 @@ def detect(properties: list[dict[str, Any]], descriptions: Sequence[str] = ()) -
     """The language the spec's own type names (or the hints BFCL adds to the docs it offers) give away, or None
     when they could be Python's."""
     for text in [*descriptions, *(str(p.get("description", "")) for p in properties if isinstance(p, dict))]:
+        if "Java" not in text:  # every hint names Java or JavaScript: one substring search clears most texts
+            continue
         m = _SYNTAX_HINT.search(text) or _TYPE_HINT.search(text) or _ANY_HINT.search(text)
         if m:
             return "javascript" if m.group(1) == "JavaScript" else "java"

@@ -58,11 +58,10 @@ class Parsed:
 def _depth_ok(value: Any, depth: int = 0) -> bool:
     if depth > MAX_DEPTH:
         return False
-    if isinstance(value, dict):
-        return all(_depth_ok(v, depth + 1) for v in value.values())
-    if isinstance(value, list | tuple):
-        return all(_depth_ok(v, depth + 1) for v in value)
-    return True
+    children = value.values() if isinstance(value, dict) else value if isinstance(value, list | tuple) else ()
+    if depth == MAX_DEPTH and len(children):  # any child, scalar or not, would sit past the limit
+        return False
+    return all(_depth_ok(v, depth + 1) for v in children if isinstance(v, dict | list | tuple))
 
 
 def _bracket_depth(text: str) -> int:

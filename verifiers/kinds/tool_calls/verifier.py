@@ -67,11 +67,14 @@ MAX_REFERENCE_CHARS = 65_536  # their total size as JSON
 def _bounded(turns: list[list[RefCall]]) -> list[list[RefCall]]:
     """Refuse a reference whose matching could cost more than a short check (every output call is compared with
     every acceptable value), so the check stays cheap enough to run on the server's event loop."""
-    values = [v for turn in turns for ref in turn for answers in ref.answers.values() for v in answers]
-    if len(values) > MAX_REFERENCE_VALUES:
-        raise InvalidReference(f"reference lists {len(values)} acceptable values, over {MAX_REFERENCE_VALUES}")
-    size = sum(len(v) if isinstance(v, str) else len(json.dumps(v)) if isinstance(v, list | dict) else 8
-               for v in values)
+    lists = [answers for turn in turns for ref in turn for answers in ref.answers.values()]
+    count = sum(map(len, lists))
+    if count > MAX_REFERENCE_VALUES:
+        raise InvalidReference(f"reference lists {count} acceptable values, over {MAX_REFERENCE_VALUES}")
+    size = 0
+    for answers in lists:
+        for v in answers:
+            size += len(v) if isinstance(v, str) else len(json.dumps(v)) if isinstance(v, list | dict) else 8
     if size > MAX_REFERENCE_CHARS:
         raise InvalidReference(f"reference values total {size} characters, over {MAX_REFERENCE_CHARS}")
     return turns
