@@ -132,8 +132,8 @@ def main() -> None:
     print(f"live bfcl sessions, {len(played)} episodes, {args.concurrency} clients: {steps_rate:.1f} steps/s "
           f"({episode_rate:.2f} episodes/s, a worker process per session)   bfcl-eval executor in process "
           f"{theirs:.0f} steps/s   ratio {steps_rate / theirs:.3f}   agreement {agree}/{len(played)}")
-    print(f"median latency: reset {statistics.median(latencies['reset']) * 1000:.0f} ms (starts the session's "
-          f"worker process), step {statistics.median(latencies['step']) * 1000:.1f} ms")
+    print(f"median latency: reset {statistics.median(latencies['reset']) * 1000:.0f} ms (takes a worker process "
+          f"started ahead, or starts one), step {statistics.median(latencies['step']) * 1000:.1f} ms")
 
 
 if __name__ == "__main__":

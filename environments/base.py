@@ -10,11 +10,13 @@ environment never sees it.
 from __future__ import annotations
 
 import abc
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
+from environments.warm import WarmProcesses
 from sandbox.api import Backend
 
 FINAL_ANSWER = "final_answer"
@@ -64,6 +66,13 @@ class EnvResources:
     python_limits: dict[str, Any] = field(default_factory=dict)  # overrides of sandbox.api.SessionSpec's limits
     python_network: str = "none"
     sql_max_rows: int = 200
+    bfcl_warm_workers: int = 0  # bfcl worker processes kept started ahead (the service's setting; 0: none)
+    pools: dict[str, WarmProcesses[Any]] = field(default_factory=dict)  # the warm pools made so far, closed at shutdown
+
+    async def close(self) -> None:
+        """Close what the environments made on these resources (the warm pools' waiting processes)."""
+        pools, self.pools = self.pools, {}
+        await asyncio.gather(*(p.close() for p in pools.values()), return_exceptions=True)
 
 
 class Environment(abc.ABC):

@@ -240,6 +240,8 @@ class EnvironmentsSettings(Block):
     python_output_bytes: int = Field(65536, ge=1024, description="stdout and stderr kept of one step, each.")
     python_network: Literal["none", "loopback"] = Field("none", description="none: no sockets but unix ones.")
     session_warm_pool: int = Field(4, ge=0, description="Sandboxes started ahead for new python sessions.")
+    bfcl_warm_workers: int = Field(4, ge=0, description="bfcl worker processes kept started ahead, from the first "
+                                                        "bfcl reset on; 0: each reset starts its own.")
     sql_max_rows: int = Field(200, ge=1, description="Rows one sql step returns at most.")
 
 

@@ -14,7 +14,8 @@ turn passes; ``partial``: the fraction of turns passed), with ``turn_scores`` pe
 
 The instances live in a worker process of their own per session (``verifiers.kinds.bfcl.worker``), capped in memory;
 a step past its time limit kills it, the episode is rebuilt in a new one by replaying its earlier requests, and the
-step's calls count as failed calls that changed nothing.
+step's calls count as failed calls that changed nothing. Workers are started ahead (``EnvResources.bfcl_warm_workers``,
+``environments.warm``): a reset takes one already waiting, so it costs loading the task, not a process start.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from environments.base import Environment, EnvResources, Step, Task, Tool
 from environments.errors import InfraError, InvalidRequest
+from environments.warm import WarmProcesses
 from sandbox.spawn import kill_and_wait, start_process
 from verifiers.kinds.bfcl.source import INSTALL_HINT, available, task_from_dict, task_ids
 from verifiers.kinds.bfcl.source import Task as LoadedTask
@@ -114,21 +116,53 @@ class _WorkerEnded(Exception):
     """The worker's output ended: it exited or was killed (not by us)."""
 
 
+async def spawn_worker() -> asyncio.subprocess.Process:
+    """A worker process that has said it is ready (its imports done); killed again if that fails or is cancelled."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [*sys.path, os.environ.get("PYTHONPATH")]))}
+    proc = await start_process(sys.executable, "-m", "verifiers.kinds.bfcl.worker", str(WORKER_MEMORY_MB),
+                               stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                               stderr=asyncio.subprocess.DEVNULL, env=env, start_new_session=True,
+                               limit=MAX_LINE_BYTES)
+    try:
+        assert proc.stdout is not None
+        if not await asyncio.wait_for(proc.stdout.readline(), START_TIMEOUT_S):
+            raise _WorkerEnded("the bfcl worker process ended before it was ready")
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            await kill_and_wait(proc)
+        raise
+    return proc
+
+
+def _waiting_alive(proc: asyncio.subprocess.Process) -> bool:
+    return proc.returncode is None and proc.stdout is not None and not proc.stdout.at_eof()
+
+
+def worker_pool(resources: EnvResources) -> WarmProcesses[asyncio.subprocess.Process] | None:
+    """The service's pool of ready workers, made at the first reset that asks (none when the size is 0)."""
+    if resources.bfcl_warm_workers <= 0:
+        return None
+    pool = resources.pools.get("bfcl")
+    if pool is None:
+        pool = resources.pools["bfcl"] = WarmProcesses(spawn_worker, _waiting_alive, kill_and_wait,
+                                                  resources.bfcl_warm_workers)
+    return pool
+
+
 class _Worker:
     """One session's worker process and the requests that built its state (replayed into a new one when a step's
     deadline kills it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, pool: WarmProcesses[asyncio.subprocess.Process] | None = None) -> None:
         self.proc: asyncio.subprocess.Process | None = None
         self.log: list[dict[str, Any]] = []
+        self.pool = pool
+        self.warm = False  # whether the process came from the pool, already started
 
     async def start(self) -> None:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [*sys.path, os.environ.get("PYTHONPATH")]))}
-        self.proc = await start_process(sys.executable, "-m", "verifiers.kinds.bfcl.worker", str(WORKER_MEMORY_MB),
-                                        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                                        stderr=asyncio.subprocess.DEVNULL, env=env, start_new_session=True,
-                                        limit=MAX_LINE_BYTES)
-        await self._read(START_TIMEOUT_S)
+        proc = await self.pool.take() if self.pool is not None else None
+        self.warm = proc is not None
+        self.proc = proc if proc is not None else await spawn_worker()
 
     async def _read(self, timeout_s: float) -> dict[str, Any]:
         assert self.proc is not None and self.proc.stdout is not None
@@ -188,7 +222,7 @@ class BfclEnvironment(Environment):
 
     def __init__(self, resources: EnvResources) -> None:
         super().__init__(resources)
-        self._worker = _Worker()
+        self._worker = _Worker(worker_pool(resources))
         self._task: BfclTask | None = None
         self._loaded: LoadedTask | None = None
         self._turn = 0
@@ -208,8 +242,10 @@ class BfclEnvironment(Environment):
                                  "ground_truth") from exc
         self._task, self._loaded = task, loaded
         await self._worker.start()
-        answer = await self._worker.request({"op": "reset", "task": reference,
-                                             "irrelevance": task.irrelevance}, START_TIMEOUT_S)
+        opening = {"op": "reset", "task": reference, "irrelevance": task.irrelevance}
+        answer = await self._worker.request(opening, START_TIMEOUT_S)
+        if isinstance(answer, str) and self._worker.warm:  # it died waiting unnoticed: the restart began afresh
+            answer = await self._worker.request(opening, START_TIMEOUT_S)
         if isinstance(answer, str) or "error" in answer:
             why = answer if isinstance(answer, str) else answer["error"]
             raise InfraError(f"the bfcl worker could not load the task: {why}")
@@ -286,7 +322,8 @@ class BfclEnvironment(Environment):
 
     def state(self) -> dict[str, Any]:
         return {"turn": self._turn, "turns": self._n_turns, "turn_scores": list(self._scores), "done": self._done,
-                "worker": "alive" if self._worker.proc is not None else "closed"}
+                "worker": "alive" if self._worker.proc is not None else "closed",
+                "worker_start": "warm" if self._worker.warm else "on demand"}
 
     async def close(self) -> None:
         await self._worker.close()

@@ -24,7 +24,7 @@ async def open_environments(settings: Settings, engine: Engine, resources: Resou
         sql_databases_dir=settings.sql.databases_dir,
         python_limits={"memory_mb": e.python_memory_mb, "disk_mb": e.python_disk_mb, "processes": e.python_processes,
                        "cpu_s": e.python_cpu_s, "output_bytes": e.python_output_bytes, "wall_s": e.lifetime_s + 60},
-        python_network=e.python_network, sql_max_rows=e.sql_max_rows)
+        python_network=e.python_network, sql_max_rows=e.sql_max_rows, bfcl_warm_workers=e.bfcl_warm_workers)
     manager = SessionManager(
         load_environments([*BUILTIN_MODULES, *e.modules]), env_resources,
         EnvSettings(idle_ttl_s=e.idle_ttl_s, lifetime_s=e.lifetime_s, max_sessions=e.max_sessions,
@@ -36,4 +36,7 @@ async def open_environments(settings: Settings, engine: Engine, resources: Resou
     try:
         yield manager
     finally:
-        await manager.close()
+        try:
+            await manager.close()
+        finally:
+            await env_resources.close()
