@@ -18,7 +18,8 @@ if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = "0" ]; then
   # Debian 12 has no Julia and no Swift language (its "swift" is OpenStack's); docs/sandbox.md says so.
   for pair in go:golang-go mcs:mono-devel php:php-cli lua5.4:lua5.4 Rscript:r-base-core ruby:ruby \
       scalac:scala kotlinc:kotlin racket:racket ldc2:ldc iverilog:iverilog ghc:ghc ocamlopt:ocaml-nox \
-      elixir:elixir gfortran:gfortran node:nodejs npm:npm gcc:gcc g++:g++ javac:default-jdk-headless; do
+      elixir:elixir gfortran:gfortran node:nodejs npm:npm gcc:gcc g++:g++ javac:default-jdk-headless \
+      rustc:rustc cargo:cargo; do
     command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
   done
   # libraries the languages' test suites import (MultiPL-E: luaunit, Test::Deep, test/unit; javatuples, JUnit 4)
