@@ -27,6 +27,7 @@ from verifiers.kinds.judges.config import BackendConfig as JudgeBackendConfig
 from verifiers.kinds.reward_models.spec import ModelSpec
 
 ENV_PREFIX = "REWARD_SERVICE_"
+CONFIG_ENV = "REWARD_SERVICE_CONFIG"  # the settings file, where no --config names one
 
 
 class Block(BaseModel):
@@ -386,7 +387,7 @@ def _read_file(path: Path) -> dict[str, Any]:
 
 def load_settings(config_file: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:
     """Defaults < config file < environment < explicit overrides (CLI flags), each by flat name."""
-    path = config_file or os.environ.get(f"{ENV_PREFIX}CONFIG")
+    path = config_file or os.environ.get(CONFIG_ENV)
     file_values = _read_file(Path(path)) if path else {}
     merged = {**file_values, **environment_values(), **{k: v for k, v in overrides.items() if v is not None}}
     return Settings.model_validate(merged) if merged else Settings()

@@ -17,7 +17,7 @@ import os
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
-from typing import Any, TypeVar, Union
+from typing import Any, TypeVar
 
 import httpx
 
@@ -30,8 +30,9 @@ from reward_client.protocol import (
     ClientConfig,
     Contact,
     Outcome,
+    Timeout,
+    Urls,
     chunks,
-    join_urls,
     judge,
     split_point,
     splittable,
@@ -42,8 +43,6 @@ from reward_client.retry import RetryPolicy
 
 T = TypeVar("T")
 BodyOf = Callable[[list[dict[str, Any]]], dict[str, Any]]
-Timeout = Union[float, httpx.Timeout]
-Urls = Union[str, Sequence[str], None]
 # chunks a blocking client given several URLs keeps in flight at each instance (sent from a private loop thread)
 SYNC_PER_INSTANCE = 2
 
@@ -138,8 +137,7 @@ class RewardClient:
         coalesce: bool = False,
         coalesce_window_s: float | None = None,
     ) -> None:
-        self.config = ClientConfig(join_urls(base_url), token, timeout, retry or RetryPolicy(), chunk_size,
-                                   1, headers or {})
+        self.config = ClientConfig.given(base_url, token, timeout, retry, chunk_size, 1, headers)
         self.coalescer = _coalescer(self.config, coalesce, coalesce_window_s, transport)
         self._several = len(self.config.urls) > 1
         self._multi: AsyncRewardClient | None = None  # made on first use, again in a forked child
@@ -311,8 +309,7 @@ class AsyncRewardClient:
         coalesce: bool = False,
         coalesce_window_s: float | None = None,
     ) -> None:
-        self.config = ClientConfig(join_urls(base_url), token, timeout, retry or RetryPolicy(), chunk_size,
-                                   max_concurrency, headers or {})
+        self.config = ClientConfig.given(base_url, token, timeout, retry, chunk_size, max_concurrency, headers)
         self.coalescer = _coalescer(self.config, coalesce, coalesce_window_s, transport)
         urls = self.config.urls
         self.pool = Pool(urls, self.config, transport) if len(urls) > 1 else None

@@ -28,7 +28,7 @@ import time
 import weakref
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, Union
+from typing import Any, TypeVar
 
 import httpx
 
@@ -36,12 +36,10 @@ from reward_client.client import AsyncRewardClient
 from reward_client.coalesce import LoopThread
 from reward_client.errors import EpisodeFailed, InfraError, RequestRejected, ServiceUnavailable, SessionLost
 from reward_client.instances import DEFAULT_STALL_S, PROBE_PATH, STALL_ENV
-from reward_client.protocol import join_urls
+from reward_client.protocol import Timeout, Urls, join_urls
 from reward_client.retry import RetryPolicy, parse_retry_after, trainer_policy
 
 T = TypeVar("T")
-Timeout = Union[float, httpx.Timeout]
-Urls = Union[str, Sequence[str], None]
 PREFIX = "/envs"
 STEP_GRACE_S = 30.0  # a step's answer may come this long after its own ``timeout_s`` (the server's cleanup)
 LOST_STATUSES = frozenset({410, 502, 504})  # gone, or a gateway with nothing behind it

@@ -21,6 +21,8 @@ TOKEN_ENV = "REWARD_CLIENT_TOKEN"
 
 T = TypeVar("T")
 Outcome = Union[httpx.Response, BaseException]
+Timeout = Union[float, httpx.Timeout]
+Urls = Union[str, Sequence[str], None]  # one base URL, several (a list, or one string with commas), or none
 log = logging.getLogger("reward_client")
 
 # Failures that mean nothing answered at the address: before any answer from a URL, a wrong URL or a service not
@@ -40,6 +42,13 @@ class ClientConfig:
     chunk_size: int = 256  # items per request; the server's own cap (max_batch_items) is 4096 by default
     max_concurrency: int = 4  # chunks in flight at once (async client)
     headers: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def given(cls, base_url: Urls, token: str | None, timeout: Timeout, retry: RetryPolicy | None, chunk_size: int,
+              max_concurrency: int, headers: dict[str, str] | None) -> ClientConfig:
+        """The settings a client's constructor was given: several URLs joined, no retry policy the default one."""
+        return cls(join_urls(base_url), token, timeout, retry or RetryPolicy(), chunk_size, max_concurrency,
+                   headers or {})
 
     def __post_init__(self) -> None:
         self.base_url = ",".join(split_urls(self.base_url) or split_urls(os.environ.get(URL_ENV)) or [DEFAULT_URL])
@@ -61,7 +70,7 @@ class ClientConfig:
         return {"base_url": self.base_url, "headers": headers, "timeout": timeout}
 
 
-def split_urls(urls: str | Sequence[str] | None) -> list[str]:
+def split_urls(urls: Urls) -> list[str]:
     """Base URLs from a list, or a string of one or several separated by commas (as in ``REWARD_CLIENT_URL`` and
     the adapters' settings); blanks dropped, trailing slashes removed, a repeated URL kept once."""
     if not urls:
@@ -75,7 +84,7 @@ def split_urls(urls: str | Sequence[str] | None) -> list[str]:
     return out
 
 
-def join_urls(urls: str | Sequence[str] | None) -> str:
+def join_urls(urls: Urls) -> str:
     """The one-string form ``ClientConfig.base_url`` holds: the URLs of ``split_urls``, comma-separated."""
     return ",".join(split_urls(urls))
 

@@ -23,20 +23,17 @@ import hashlib
 import json
 import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Union
-
-import httpx
+from typing import Any
 
 from reward_client.client import AsyncRewardClient, RewardClient, shared_coalescer
 from reward_client.items import VerifyItem, set_options
 from reward_client.messages import is_conversation, openai_messages
-from reward_client.protocol import ClientConfig, join_urls
+from reward_client.protocol import ClientConfig, Timeout, Urls, join_urls
 from reward_client.results import VerifyResult
 from reward_client.retry import RetryPolicy, trainer_policy
 
 RewardFunc = Callable[..., list[float | None]]
 AsyncRewardFunc = Callable[..., Awaitable[list[float | None]]]
-Timeout = Union[float, httpx.Timeout]
 TRAINER_KWARGS = ("trainer_state", "log_extra", "log_metric", "environments")
 
 
@@ -197,7 +194,7 @@ def make_reward_func(
     options_column: str | None = None,
     tools_column: str | None = None,
     client: RewardClient | None = None,
-    url: str | Sequence[str] | None = None,
+    url: Urls = None,
     token: str | None = None,
     name: str | None = None,
     retry: RetryPolicy | None = None,
@@ -206,9 +203,9 @@ def make_reward_func(
 ) -> RewardFunc:
     """A synchronous GRPOTrainer reward function scoring completions with one verifier (or one per row).
 
-    ``reference`` names the dataset column holding the gold answer (None: no reference); ``verifier_column`` and
-    tools_column: str | None = None,
-    url: str | Sequence[str] | None = None,
+    ``reference`` names the dataset column holding the gold answer (None: no reference); ``verifier_column``,
+    ``options_column`` and ``tools_column`` let each row pick its verifier, options and tools. Service failures that
+    outlast the client's retries raise, so a dead service stops training instead of silently rewarding nothing.
     """
     builder = _ItemBuilder(verifier, verifier_column, reference, options, options_column, tools_column)
     own = client or RewardClient(url, token=token, retry=retry or trainer_policy(), timeout=timeout)
@@ -237,7 +234,7 @@ def make_async_reward_func(
     options: dict[str, Any] | None = None,
     options_column: str | None = None,
     tools_column: str | None = None,
-    url: str | Sequence[str] | None = None,
+    url: Urls = None,
     token: str | None = None,
     name: str | None = None,
     retry: RetryPolicy | None = None,

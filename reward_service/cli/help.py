@@ -8,7 +8,7 @@ import textwrap
 import typer.core
 from typer import _click as click  # typer's own copy of click, which its commands are made of
 
-from reward_service.settings import ENV_PREFIX, FLAT_NAMES
+from reward_service.settings import CONFIG_ENV, ENV_PREFIX, FLAT_NAMES
 
 
 def summary(command: click.Command) -> str:
@@ -38,7 +38,7 @@ def settings_epilog(width: int = 78) -> str:
     names = "  ".join(f"{ENV_PREFIX}{flat.upper()}" for flat in sorted(FLAT_NAMES))
     lines = textwrap.wrap(names, width - 2, break_on_hyphens=False)
     intro = textwrap.wrap(
-        "Settings are read from the --config file, then from the environment under these names (lists and "
-        "mappings as JSON; a nested field after __, e.g. REWARD_SERVICE_SANDBOX_CAPS__WALL_S), then from the "
-        "flags above. docs/operations.md#settings describes each.", width - 2)
+        f"Settings are read from the --config file (else the file {CONFIG_ENV} names), then from the environment "
+        "under these names (lists and mappings as JSON; a nested field after __, e.g. "
+        "REWARD_SERVICE_SANDBOX_CAPS__WALL_S), then from the flags above. docs/operations.md#settings describes each.", width - 2)
     return "\b\n" + "\n".join(intro) + "\n\n\b\n" + "\n".join(lines)

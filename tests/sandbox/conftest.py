@@ -10,6 +10,5 @@ from tests.support.sandbox import OneSandbox
 
 @pytest.fixture()
 def box() -> Iterator[OneSandbox]:
-    runner = OneSandbox()
-    yield runner
-    runner.close()
+    with OneSandbox() as runner:
+        yield runner

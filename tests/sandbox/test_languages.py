@@ -20,10 +20,8 @@ NOT_INSTALLABLE = {"julia": "no Debian package, npm or PyPI toolchain for Julia 
 
 @pytest.fixture(scope="module")
 def sb() -> Iterator[Runner]:
-    runner = Runner()
-    yield runner
-    runner.loop.run_until_complete(runner.backend.close())
-    runner.loop.close()
+    with Runner() as runner:
+        yield runner
 
 
 def offered(sb: Runner, language: str) -> None:

@@ -11,21 +11,18 @@ from sandbox.api import Limits, RunRequest, RunResult, RunStatus
 from sandbox.bwrap import BwrapBackend, BwrapConfig
 from sandbox.factory import DisabledConfig, UnavailableBackend, build_backend
 from sandbox.limits import clamp, over_caps
-from tests.support.sandbox import HEAVY_TEMPLATES
+from tests.support.sandbox import HEAVY_TEMPLATES, LoopedBackend
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 
 
-class Runner:
+class Runner(LoopedBackend):
     def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.backend = BwrapBackend(BwrapConfig(warm_pool=2))
-        self.loop.run_until_complete(self.backend.start())
+        super().__init__(BwrapConfig(warm_pool=2))
 
     def run(self, code: str, language: str = "python", **kw: object) -> RunResult:
         limits = Limits(**kw.pop("limits", {}))
-        return self.loop.run_until_complete(self.backend.run(RunRequest(code=code, language=language,
-                                                                        limits=limits, **kw)))
+        return self.submit(RunRequest(code=code, language=language, limits=limits, **kw))
 
     def many(self, requests: list[RunRequest]) -> list[RunResult]:
         return self.loop.run_until_complete(self.backend.run_many(requests))
@@ -33,10 +30,8 @@ class Runner:
 
 @pytest.fixture(scope="module")
 def sb() -> Iterator[Runner]:
-    runner = Runner()
-    yield runner
-    runner.loop.run_until_complete(runner.backend.close())
-    runner.loop.close()
+    with Runner() as runner:
+        yield runner
 
 
 HELLO = {

@@ -18,10 +18,8 @@ pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewra
 
 @pytest.fixture(scope="module")
 def sb() -> Iterator[Runner]:
-    runner = Runner()
-    yield runner
-    runner.loop.run_until_complete(runner.backend.close())
-    runner.loop.close()
+    with Runner() as runner:
+        yield runner
 
 
 MODES = {

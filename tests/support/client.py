@@ -1,20 +1,19 @@
-"""Client-side helpers: the scripted server started for real, its script and call log, a fast retry policy, and
-loading a trainer's reward module as the trainer itself does."""
+"""Client-side helpers: the scripted server on loopback (served as every double is), its script and call log, a fast
+retry policy, and loading a trainer's reward module as the trainer itself does."""
 from __future__ import annotations
 
 import contextlib
 import importlib.util
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import httpx
 from reward_client import (
     RetryPolicy,
 )
 
-from tests.support.server import ROOT, free_port
+from tests.support.fakes.http_double import serve_double
 
 
 def load_like_verl(path: str):
@@ -36,26 +35,17 @@ def calls(url: str) -> list[dict]:
     return httpx.get(f"{url}/calls").json()
 
 
+@dataclass
+class _Scripted:
+    app: Any
+    url: str = ""
+
+
 @contextlib.contextmanager
 def scripted_server() -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "tests.support.scripted_app:app", "--port", str(port),
-         "--log-level", "warning"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, "scripted server did not start"
-            time.sleep(0.05)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+    """The scripted app served on loopback, its script and call log empty; yields its base URL."""
+    from tests.support import scripted_app
+
+    scripted_app.STATE.update(script=[], calls=[], max_items=None)
+    with serve_double(_Scripted(scripted_app.app)) as double:
+        yield double.url

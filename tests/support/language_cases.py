@@ -3,24 +3,23 @@
 program allocates and touches far more than the test's cap, so only a limit stops it."""
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 
 from sandbox.api import Limits, RunRequest, RunResult
-from sandbox.bwrap import BwrapBackend, BwrapConfig
+from sandbox.bwrap import BwrapConfig
+from tests.support.sandbox import LoopedBackend
 
 
-class Runner:
+class Runner(LoopedBackend):
+    """One program at a time in any language, under limits generous enough for a slow toolchain."""
+
     def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.backend = BwrapBackend(BwrapConfig(warm_pool=1))
-        self.loop.run_until_complete(self.backend.start())
+        super().__init__(BwrapConfig(warm_pool=1))
 
     def run(self, code: str, language: str, stdin: str = "", files: dict[str, str] | None = None,
             **limits: float) -> RunResult:
-        request = RunRequest(code=code, language=language, stdin=stdin, files=files or {},
-                             limits=Limits(**{"wall_s": 30, "cpu_s": 30, "memory_mb": 512, **limits}))
-        return self.loop.run_until_complete(self.backend.run(request))
+        return self.submit(RunRequest(code=code, language=language, stdin=stdin, files=files or {},
+                                      limits=Limits(**{"wall_s": 30, "cpu_s": 30, "memory_mb": 512, **limits})))
 
 
 def explain(r: RunResult) -> str:

@@ -15,6 +15,13 @@ CORPUS = [
     "Thus the area is \\frac{1}{2} \\cdot 6 \\cdot 8 = 24 square units.",
     "Шаг ки правильный или неправильный + -",
 ]
+# Problems with their solution steps, which the tiny tokenizer's corpus covers; tests add their own edge cases.
+STEPWISE = [
+    ("What is 2+2?", ["2+2 = 4.", "The answer is \\boxed{4}."]),
+    ("Natalia sold 48 clips in April and half as many in May. How many in total?",
+     ["In May she sold 48 / 2 = 24 clips.", "In total 48 + 24 = 72.", "Wait, check: 72.", "\\boxed{72}"]),
+    ("Solve 3x + 5 = 20.", ["3x = 15", "x = 5"]),
+]
 SPECIALS = ["<pad>", "<|endoftext|>", "<extra_0>", "<|im_start|>", "<|im_end|>"]
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"

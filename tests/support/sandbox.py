@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Self
 
 from sandbox.api import Limits, RunRequest, RunResult
 from sandbox.bwrap import BwrapBackend, BwrapConfig
@@ -23,23 +24,42 @@ def still_serving(srv: LiveServer) -> None:
     assert ok["status"] == "ok" and ok["stdout"] == "42\n"
 
 
-class OneSandbox:
-    def __init__(self) -> None:
+class LoopedBackend:
+    """A bubblewrap backend on an event loop of its own, for tests that call it synchronously; ``start`` fills its
+    warm pool before the first run (else the first run does). A context manager: leaving closes both."""
+
+    def __init__(self, config: BwrapConfig, *, start: bool = True) -> None:
         self.loop = asyncio.new_event_loop()
-        self.backend = BwrapBackend(BwrapConfig(warm_pool=1, max_concurrent=1))
+        self.backend = BwrapBackend(config)
+        if start:
+            self.loop.run_until_complete(self.backend.start())
+
+    def submit(self, request: RunRequest) -> RunResult:
+        return self.loop.run_until_complete(self.backend.run(request))
+
+    def close(self) -> None:
+        self.loop.run_until_complete(self.backend.close())
+        self.loop.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class OneSandbox(LoopedBackend):
+    def __init__(self) -> None:
+        super().__init__(BwrapConfig(warm_pool=1, max_concurrent=1), start=False)
 
     def run(self, code: str, stdin: str = "", files: dict[str, str] | None = None, collect: list[str] | None = None,
             limits: Limits | None = None, network: str = "loopback") -> RunResult:
         request = RunRequest(code=SUPERVISOR + code, stdin=stdin, files=files or {}, collect=collect or [],
                              limits=limits or Limits(wall_s=10), network=network)
-        result = self.loop.run_until_complete(self.backend.run(request))
+        result = self.submit(request)
         # one run after another, as a caller that waits for each: the sandbox is back in the pool before the next
         self.loop.run_until_complete(self.backend._pool.settled())
         return result
-
-    def close(self) -> None:
-        self.loop.run_until_complete(self.backend.close())
-        self.loop.close()
 
 
 def same_sandbox(*results: RunResult) -> None:

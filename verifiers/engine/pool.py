@@ -396,6 +396,12 @@ class WorkerPool:
                 self._replace_later(worker)
             self._requeue(chunk[done:])
 
+    async def settled(self) -> None:
+        """Every chunk in flight has ended, every retired worker is reaped and every replacement has joined the
+        pool (or the pool closed): ``stats`` then counts the pool at rest."""
+        while pending := [t for t in self._tasks if not t.done()]:
+            await asyncio.gather(*pending, return_exceptions=True)
+
     async def close(self) -> None:
         self._closed = True
         if self._dispatcher is not None:

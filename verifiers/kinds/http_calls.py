@@ -60,6 +60,25 @@ class Failures:
     rejected: Callable[[httpx.Response], Exception]
     unavailable: Callable[[str, int], Exception]  # (the last trouble, attempts made)
 
+    @classmethod
+    def worded(
+        cls,
+        who: str,
+        unavailable: Callable[[str], Exception],
+        rejected: Callable[[str], Exception],
+        *,
+        detail: Callable[[httpx.Response], str] = lambda r: r.text[:200],
+        request: str = "the request",
+    ) -> Failures:
+        """The three failures of a call to ``who``, worded alike for every server so a reason reads the same
+        whichever kind wrote it: a refusal and an exhausted retry become ``unavailable``, a rejected ``request``
+        becomes ``rejected``; ``detail`` words the server's answer."""
+        return cls(
+            refused=lambda r: unavailable(f"{who} refused the call: HTTP {r.status_code}: {detail(r)}"),
+            rejected=lambda r: rejected(f"{who} rejected {request}: HTTP {r.status_code}: {detail(r)}"),
+            unavailable=lambda last, attempts: unavailable(f"{who} unavailable after {attempts} attempts: {last}"),
+        )
+
 
 async def send_with_retries(
     send: Callable[[], Awaitable[httpx.Response]],

@@ -11,12 +11,9 @@ import asyncio
 import contextlib
 import json
 import re
-import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
@@ -91,28 +88,14 @@ class FakeOpenAI(ScriptedDouble[Reply]):
         self.api_key = api_key
         self.latency_s = latency_s
         self.responder = responder
-        self.url = ""
-        self._lock = threading.Lock()
-        self._script: deque[Reply] = deque()
-        self.requests: list[dict[str, Any]] = []
         self.arrivals: list[float] = []  # time.monotonic() of each request, as the server saw it
         self.app = FastAPI()
         self.app.post("/v1/chat/completions")(self._chat)
 
-    def queue(self, *replies: Reply) -> None:
-        with self._lock:
-            self._script.extend(replies)
-
     def reset(self) -> None:
+        super().reset()
         with self._lock:
-            self._script.clear()
-            self.requests.clear()
             self.arrivals.clear()
-
-    @property
-    def calls(self) -> int:
-        with self._lock:
-            return len(self.requests)
 
     def prompts(self) -> list[str]:
         with self._lock:
@@ -130,9 +113,8 @@ class FakeOpenAI(ScriptedDouble[Reply]):
         except Exception:
             return JSONResponse({"error": {"message": "invalid request", "type": "invalid_request_error"}}, 400)
         with self._lock:
-            self.requests.append(body)
             self.arrivals.append(arrived)
-            reply = self._script.popleft() if self._script else Reply()
+        reply = self.record(body) or Reply()
         await asyncio.sleep(self.latency_s + reply.delay_s)
         if reply.raw_body is not None:
             return Response(reply.raw_body, status_code=reply.status, media_type="application/json")

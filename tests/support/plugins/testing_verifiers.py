@@ -45,6 +45,22 @@ class PidSleep(Verifier):
         return Verdict.ok(1.0, "slept", pid=os.getpid())
 
 
+class GateOptions(BaseOptions):
+    path: str
+
+
+class Gate(Verifier):
+    """Holds its worker until ``path`` exists: a slow check whose end the test decides, not a clock."""
+
+    name = "test_gate"
+    Options = GateOptions
+
+    def check(self, response: str, reference: Any, options: GateOptions) -> Verdict:
+        while not os.path.exists(options.path):
+            time.sleep(0.01)
+        return Verdict.ok(1.0, "opened", pid=os.getpid())
+
+
 class Hang(Verifier):
     name = "test_hang"
 
@@ -110,4 +126,4 @@ class Turns(Verifier):
         return verdict
 
 
-VERIFIERS: list[Verifier] = [Sleep(), PidSleep(), Hang(), Crash(), Raise(), Down(), Print(), Turns()]
+VERIFIERS: list[Verifier] = [Sleep(), PidSleep(), Gate(), Hang(), Crash(), Raise(), Down(), Print(), Turns()]

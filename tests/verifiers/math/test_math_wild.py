@@ -398,9 +398,9 @@ def test_new_readers_are_linear_on_floods() -> None:
         "1 apple and " * 20_000,
         "Final Answer: The largest " + "n is " * 40_000,
     ]
-    for text in floods:
-        started = time.perf_counter()
+    for text in floods:  # this thread's CPU time: what the readers cost, not what other processes take meanwhile
+        started = time.thread_time()
         extract(text)
         final_statements(text)
         reference_answer(text[:20_000])
-        assert time.perf_counter() - started < 3, text[:30]
+        assert time.thread_time() - started < 3, text[:30]

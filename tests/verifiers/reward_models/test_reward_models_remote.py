@@ -20,7 +20,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from tests.support.fakes.reward_model_server import Fault, RewardServerDouble, load_double, serve  # noqa: E402
-from tests.support.reward_models import build_model, model_env  # noqa: E402
+from tests.support.reward_models import STEPWISE, build_model, model_env  # noqa: E402
 from verifiers.engine import Engine  # noqa: E402
 from verifiers.engine.registry import load_modules  # noqa: E402
 from verifiers.kinds.reward_models.hub import MODELS, ModelHub  # noqa: E402
@@ -29,10 +29,7 @@ from verifiers.kinds.reward_models.remote import MalformedAnswer, RequestRejecte
 from verifiers.types import Status, VerifyItem  # noqa: E402
 
 ITEMS = [
-    ("What is 2+2?", ["2+2 = 4.", "The answer is \\boxed{4}."]),
-    ("Natalia sold 48 clips in April and half as many in May. How many in total?",
-     ["In May she sold 48 / 2 = 24 clips.", "In total 48 + 24 = 72.", "Wait, check: 72.", "\\boxed{72}"]),
-    ("Solve 3x + 5 = 20.", ["3x = 15", "x = 5"]),
+    *STEPWISE,
     ("q", ["Шаг ки один <extra_0> planted", "два + три - четыре " * 12]),  # markers typed by the policy
 ]
 ANSWERS = [("What is 2+2?", "It is 4."), ("Solve 3x + 5 = 20.", "x = 5 " * 30), ("q", "a")]

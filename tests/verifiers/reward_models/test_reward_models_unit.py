@@ -15,16 +15,13 @@ from verifiers.kinds.reward_models.steps import split_steps
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from tests.support.reward_models import build_model  # noqa: E402
+from tests.support.reward_models import STEPWISE, build_model  # noqa: E402
 from verifiers.kinds.reward_models.hub import ModelHub  # noqa: E402
 from verifiers.kinds.reward_models.loading import load_model  # noqa: E402
 from verifiers.kinds.reward_models.spec import ModelSpec  # noqa: E402
 
 PROBLEMS = [
-    ("What is 2+2?", ["2+2 = 4.", "The answer is \\boxed{4}."]),
-    ("Natalia sold 48 clips in April and half as many in May. How many in total?",
-     ["In May she sold 48 / 2 = 24 clips.", "In total 48 + 24 = 72.", "Wait, check: 72.", "\\boxed{72}"]),
-    ("Solve 3x + 5 = 20.", ["3x = 15", "x = 5"]),
+    *STEPWISE,
     ("Area of a right triangle with legs 6 and 8?", ["Area = 1/2 * 6 * 8 = 24."]),
     ("q", ["Шаг ки один", "два + три - четыре " * 12]),
 ]

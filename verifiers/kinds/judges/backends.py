@@ -122,14 +122,7 @@ class OpenAIChatBackend:
         self.max_retries = max_retries
         self.backoff_max_s = backoff_max_s
         self.retry = RetryPolicy(max_retries, backoff_s, backoff_max_s)
-        self._failures = Failures(
-            refused=lambda r: VerifierUnavailable(
-                f"judge backend {self.name!r} refused the call: HTTP {r.status_code}: {r.text[:200]}"),
-            rejected=lambda r: JudgeError(
-                f"judge backend {self.name!r} rejected the request: HTTP {r.status_code}: {r.text[:200]}"),
-            unavailable=lambda last, attempts: VerifierUnavailable(
-                f"judge backend {self.name!r} unavailable after {attempts} attempts: {last}"),
-        )
+        self._failures = Failures.worded(f"judge backend {self.name!r}", VerifierUnavailable, JudgeError)
         self.json_mode = json_mode
         self.ready = True
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}

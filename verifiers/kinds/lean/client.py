@@ -57,14 +57,7 @@ class LeanClient:
         self.batch_wait_s = batch_wait_ms / 1000.0
         self.max_retries = max_retries
         self.retry = RetryPolicy(max_retries, backoff_s, backoff_max_s, RETRY_STATUS, REFUSED_STATUS)
-        self._failures = Failures(
-            refused=lambda r: VerifierUnavailable(
-                f"Lean server refused the call: HTTP {r.status_code}: {r.text[:200]}"),
-            rejected=lambda r: LeanServerError(
-                f"Lean server rejected the request: HTTP {r.status_code}: {r.text[:200]}"),
-            unavailable=lambda last, attempts: VerifierUnavailable(
-                f"Lean server {self.base_url} unavailable after {attempts} attempts: {last}"),
-        )
+        self._failures = Failures.worded(f"Lean server {self.base_url}", VerifierUnavailable, LeanServerError)
         self.ready = True
         self.requests_sent = 0
         # Kimina server 1.x/2.0 reads "Authorization: Bearer", later versions "X-Auth-Token": both carry the key.

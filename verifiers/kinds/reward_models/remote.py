@@ -299,13 +299,8 @@ class RemoteScorer(Coalescer):
         def on_retry() -> None:
             self.stats.retries += 1
 
-        failures = Failures(
-            refused=lambda r: ServerUnavailable(f"{where} refused the call: HTTP {r.status_code}: {_error_message(r)}"),
-            rejected=lambda r: RequestRejected(
-                f"{where} rejected the input: HTTP {r.status_code}: {_error_message(r)}"),
-            unavailable=lambda last, attempts: ServerUnavailable(f"{where} unavailable after {attempts} attempts: "
-                                                                 f"{last}"),
-        )
+        failures = Failures.worded(where, ServerUnavailable, RequestRejected, detail=_error_message,
+                                   request="the input")
         response = await send_with_retries(
             send, RetryPolicy(spec.max_retries, spec.retry_backoff_s, 20.0), failures, log=log,
             what=f"reward model {spec.name}", timeout_s=spec.timeout_s, hinted_wait=lambda s: min(s, 60.0),
