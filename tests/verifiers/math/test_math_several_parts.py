@@ -7,6 +7,7 @@ followed by garbage states nothing, and equations must name the gold's quantity.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -114,7 +115,8 @@ def test_a_gold_of_boxes_with_a_divider_is_a_several_part_answer(gold: str) -> N
     for right in ("The two lengths are $35$ and $4$.", "$\\{4, 35\\}$", "${35,4}$", "\\boxed{35}, \\boxed{4}",
                   "So the answers are \\boxed{35} and \\boxed{4}."):
         assert score(right, gold) == 1.0, right
-    for wrong in ("\\boxed{35}", "\\boxed{4}", "The answers are $35$, $4$ and $12$.", "$\\{35, 5\\}$"):
+    every = "\\boxed{" + ", ".join(str(n) for n in range(1, 41)) + "}"  # every candidate listed
+    for wrong in ("\\boxed{35}", "\\boxed{4}", "The answers are $35$, $4$ and $12$.", "$\\{35, 5\\}$", every):
         assert score(wrong, gold) == 0.0, wrong
 
 
@@ -164,6 +166,19 @@ def test_function_solutions_in_a_gold_accept_the_argument_renamed() -> None:
             assert score(wrong, gold) == 0.0, (gold, wrong)
 
 
+def test_a_function_value_with_plus_minus_is_both_functions() -> None:
+    """``W(x) = \\pm 1`` (which the LaTeX parser cannot read) is the two functions W = 1 and W = -1: the gold's pair,
+    against one function a hedge."""
+    gold = "W(n) = 1 \\text{ and } W(n) = -1"
+    assert score("So the solutions are \\boxed{W(x) = \\pm 1}.", gold) == 1.0
+    assert score("So the solutions are \\boxed{W(x) = \\pm 2}.", gold) == 0.0
+    assert score("So the solutions are \\boxed{V(x) = \\pm 1}.", gold) == 0.0
+    hedge = verdict("So the solution is \\boxed{W(x) = \\pm 1}.", "W(n) = 1")
+    assert hedge.score == 0.0 and hedge.details["method"] == "hedging"
+    assert score("Hence $f(x) = x$ and $f(x) = -x$.", "f(x) = \\pm x") == 1.0
+    assert score("Hence $f(x) = x$.", "f(x) = \\pm x") == 0.0
+
+
 def test_an_equation_names_the_gold_quantity() -> None:
     """A gold that names the variable the question asked for: another variable's equation is another answer (as
     Math-Verify reads it too); the value alone is the gold's value."""
@@ -192,3 +207,15 @@ def test_glued_connectives_are_words() -> None:
     # never inside a word: "2order" has no value after the "or"
     found = extract("The permutation has 2order")
     assert found is None or found.answers != ["2", "der"]
+
+
+def test_the_new_readers_stay_linear_on_floods() -> None:
+    """Hostile floods of what the new readers look for (CPU time, so a loaded machine does not decide it)."""
+    floods = ["\\boxed{1" + " or 2" * 30_000, "\\boxed{" * 30_000 + "5", "x)orA" * 40_000, "1orx=" * 40_000,
+              "\\boxed{1} ++" * 20_000, "\\\\text{ and }" * 20_000]
+    for text in floods:
+        started = time.process_time()
+        extract(text)
+        reference_answer(text[:20_000])
+        score(text[-10_000:], "x = 1 \\text{ and } x = -1")
+        assert time.process_time() - started < 3, text[:30]
