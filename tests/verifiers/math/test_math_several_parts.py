@@ -75,6 +75,10 @@ def test_an_open_box_states_only_what_a_closed_box_would() -> None:
     # a blank line after it: the box was left behind, not cut off
     found = extract("We try \\boxed{5\n\nLet me reconsider the second case. The answer is 7.")
     assert found is not None and found.answers == ["7"]
+    # an opener echoed from the instructions, with sentences after it, is no box
+    echoed = verdict("I will put the final answer in \\boxed{ as the instructions say. The answer is 5.", "5")
+    assert echoed.score == 1.0 and echoed.details["extraction"] == "answer_phrase"
+    assert verdict("So the answer is \\boxed{5 apples. I hope this helps", "5").details["extraction"] != "boxed"
     # every candidate in an open box is a list, against one value a hedge
     listed = verdict("Possible totals: \\boxed{1, 2, 3, 4, 5, 6, 7, 8, 9, 10", "7")
     assert listed.score == 0.0 and listed.details["method"] == "hedging"
@@ -128,10 +132,11 @@ def test_a_gold_of_boxes_keeps_its_units() -> None:
 
 def test_a_prediction_of_boxes_with_a_divider_is_still_a_hedge() -> None:
     """Predictions are read strictly: two boxes with different values are two answers, whatever stands between."""
-    for response in ("So it is \\boxed{3} ++++++ \\boxed{4}", "\\boxed{3} | \\boxed{4}",
+    for response in ("So it is \\boxed{3} ++++++ \\boxed{4}", "\\boxed{3} | \\boxed{4}", "\\boxed{3} or \\boxed{4}",
                      "\\boxed{3}\n\n---\n\n\\boxed{4}"):
         v = verdict(response, "4")
         assert v.score == 0.0 and v.details["method"] == "hedging", response
+        assert score(response, "\\boxed{3} ++++++ \\boxed{4}") == 1.0, response  # unless the gold has both parts
 
 
 def test_one_operator_between_two_gold_boxes_is_no_divider() -> None:
