@@ -217,7 +217,8 @@ def test_glued_connectives_are_words() -> None:
 def test_the_new_readers_stay_linear_on_floods() -> None:
     """Hostile floods of what the new readers look for (CPU time, so a loaded machine does not decide it)."""
     floods = ["\\boxed{1" + " or 2" * 30_000, "\\boxed{" * 30_000 + "5", "x)orA" * 40_000, "1orx=" * 40_000,
-              "\\boxed{1} ++" * 20_000, "\\\\text{ and }" * 20_000]
+              "\\boxed{1} ++" * 20_000, "\\\\text{ and }" * 20_000,
+              "\\boxed{1}" + "|" * 19_000 + "x\\boxed{2}", "\\boxed{1}" + " -- |" * 4_000 + "x\\boxed{2}"]
     for text in floods:
         started = time.process_time()
         extract(text)

@@ -21,8 +21,9 @@ from verifiers.kinds.math.spans import math_spans
 # a run of a symbol, never one operator between two boxes); a unit or noun may name what a box counts ("\\boxed{1}
 # papers and").
 _SEPARATORS = re.compile(r"(?:\s*[a-z]{2,}(?:\s+[a-z]{2,})?(?=\s*(?:[,;]|and\b|or\b)))?"  # "\\boxed{1} papers and"
-                         r"[\s,;.$]*(?:(?:\\[()\[\]]|and|or|\\text\{\s*(?:and|or)\s*\}|\\q?quad|([-+*=~_#/|])\1+|\|)"
-                         r"[\s,;.$]*)*",
+                         # possessive: a run of one divider symbol is read one way, never split (exponential)
+                         r"[\s,;.$]*+(?:(?:\\[()\[\]]|and|or|\\text\{\s*(?:and|or)\s*\}|\\q?quad|\|++|([-+*=~_#/])\1++)"
+                         r"[\s,;.$]*+)*+",
                          re.IGNORECASE)
 
 
