@@ -22,11 +22,8 @@ V = MathVerifier()
 # Right answers by the suite's labels that ``math`` does not accept, and why.
 DECLINED = {
     ("$1 - \\frac{1}{\\mathrm{e}}$", "$1 + \\frac{1}{\\mathrm{e}}$"):
-        "a different value: 1 + 1/e is not 1 - 1/e (the suite labels it right)",
-    ("\\\\boxed{W(n) = 1 \\\\text{ and } W(n) = -1", "W(x)=1orW(x)=-1"):
-        "the gold's box is never closed and names W(n) where the answer names W(x)",
-    ("$\\\\boxed{35 cm} ++++++ \\\\boxed{4}$", "${35 cm,4}$"):
-        "two boxes joined by '++++++' are not a list of answers; the gold's last box, 4, is its answer",
+        "a different value: 1 + 1/e is not 1 - 1/e (the suite labels it right; Math-Verify accepts it only by "
+        "reading both as 1: its extraction stops inside \\frac{1}{\\mathrm{e}})",
 }
 
 
@@ -65,6 +62,7 @@ def test_math_misses_no_right_answer_math_verify_accepts_and_adds_no_false_posit
     print(f"\nMath-Verify's suite, {len(suite)} cases: math misses {len(missed)}, false positives {len(false_pos)}; "
           f"Math-Verify misses {their_missed}, false positives {their_fp}")
     assert [m for m in missed if m not in DECLINED] == []
+    assert len(missed) <= their_missed, missed
     assert len(false_pos) <= their_fp, false_pos
 
 

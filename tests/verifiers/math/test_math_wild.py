@@ -279,12 +279,12 @@ def test_an_answer_left_as_a_sum_of_written_out_matrices(response: str, gold: st
 def test_matrix_arithmetic_is_bounded() -> None:
     """Only small explicit operands are evaluated; a large power or a huge entry is not worked out."""
     big = _matrix([[1] * 12 for _ in range(12)])
-    started = time.perf_counter()
+    started = time.process_time()
     assert score(f"The answer is ${big} + {big}$.", _matrix([[2] * 12 for _ in range(12)])) == 0.0
     assert score(f"So ${_matrix([[2, 0], [0, 2]])}^{{100000}}$.", _matrix([[1, 0], [0, 1]])) == 0.0
     huge = "\\begin{pmatrix} 10^{10^{8}} & 0 \\\\ 0 & 2 \\end{pmatrix}"
     assert score(f"So ${huge} + {_matrix([[1, 0], [0, 1]])}$.", _matrix([[1, 0], [0, 3]])) == 0.0
-    assert time.perf_counter() - started < 5
+    assert time.process_time() - started < 5
 
 
 # --- 7. golds that are worked solutions ----------------------------------------------------------------------------

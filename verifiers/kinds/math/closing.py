@@ -52,3 +52,24 @@ def concluding_number(paragraph: str) -> str | None:
     if not sentences or math_spans(sentences[-1]) or not _CONCLUDES.match(sentences[-1]):
         return None
     return lone_number(sentences[-1])
+
+
+# Where an open box's math ends: the closing delimiter of the math span it sits in, or a blank line.
+_OPEN_BOX_END = re.compile(r"(?<!\\)\$|\\[\])]|\n[ \t]*\n")
+_NEXT_SENTENCE = re.compile(r"[.!?]\s+(?:[A-Z][a-z]|I\s)")
+
+
+def open_box_body(rest: str) -> tuple[str, int] | None:
+    """A box whose brace is never closed, and the text after its ``{``: its body and where it ends. A generation cut
+    off inside its box, or a gold copied without its last brace, means the rest up to the end of the text, or up to
+    the delimiter that closes the math around it (``$\\boxed{5$``). A blank line or a new sentence first means the box
+    was left behind (an opener echoed from the instructions, "put it in \\boxed{ as asked. The answer is 5."), not
+    cut off: no answer. The body is what a closed box would hold, so it can state nothing a closed box could not."""
+    m = _OPEN_BOX_END.search(rest)
+    if m is not None and m.group(0).startswith("\n"):
+        return None
+    end = m.start() if m else len(rest)
+    body = rest[:end].strip()
+    if not body or len(body) > 500 or _NEXT_SENTENCE.search(body):
+        return None
+    return body, end

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from verifiers.kinds.math import turns
 from verifiers.kinds.math.closing import SENTENCES as SENTENCES
-from verifiers.kinds.math.closing import computed_with, concluding_number, money_amount
-from verifiers.kinds.math.hedges import ADDITIVE_START, plain_hedge
+from verifiers.kinds.math.closing import computed_with, concluding_number, money_amount, open_box_body
+from verifiers.kinds.math.hedges import ADDITIVE_START, plain_hedge, spaced_connectives
 from verifiers.kinds.math.hedges import split_alternatives as split_alternatives
 from verifiers.kinds.math.normalize import PLAIN_FUNCS, canonical, lone_number, unwrap
 from verifiers.kinds.math.numeric import parse_number
@@ -69,8 +69,8 @@ def own_turn(section: str) -> str:
 
 
 def boxed_contents(text: str) -> list[str]:
-    """Every ``\\boxed{...}`` / ``\\fbox{...}`` body, nested braces kept, in order of appearance."""
-    return [st.text for st in box_statements(text)]
+    """Every closed ``\\boxed{...}`` / ``\\fbox{...}`` body, nested braces kept, in order of appearance."""
+    return [st.text for st in box_statements(text, open_last=False)]
 
 
 _LIST_GLUE = re.compile(r"\s*(?:,|;|or|and|,\s*or|,\s*and)\s*", re.IGNORECASE)
@@ -337,17 +337,22 @@ def _closing_braces(text: str) -> dict[int, int]:
     return closing
 
 
-def box_statements(section: str) -> list[Statement]:
-    """Every ``\\boxed{...}`` / ``\\fbox{...}`` (nested braces kept), and ``\\boxed 5``, in order; linear time."""
+def box_statements(section: str, *, open_last: bool = True) -> list[Statement]:
+    """Every ``\\boxed{...}`` / ``\\fbox{...}`` (nested braces kept), and ``\\boxed 5``, in order; linear time. With
+    ``open_last``, the last box, left open at the end of the text (a generation cut off, a gold copied without its
+    brace), holds the rest of the text (``open_box_body``)."""
     out = []
     closing: dict[int, int] | None = None
-    for m in _BOX.finditer(section):
+    boxes = list(_BOX.finditer(section))
+    for k, m in enumerate(boxes):
         if section.startswith("{", m.end()):
             if closing is None:
                 closing = _closing_braces(section)
             end = closing.get(m.end())
             if end is not None:
                 out.append(Statement(m.start(), end + 1, section[m.end() + 1:end], "boxed"))
+            elif open_last and k == len(boxes) - 1 and (opened := open_box_body(section[m.end() + 1:])) is not None:
+                out.append(Statement(m.start(), m.end() + 1 + opened[1], opened[0], "boxed"))
         else:
             bare = re.match(r"[^\s$.,;]{1,200}", section[m.end():m.end() + 200])  # \boxed 5
             if bare and m.group(0).endswith(" "):
@@ -502,7 +507,7 @@ def closing_alternatives(region: str) -> list[str]:
     if not tail:
         return []
     sentences = [x for x in SENTENCES.split(tail[tail.rfind("\n") + 1:].strip()) if x.strip()]
-    last = sentences[-1].strip() if sentences else ""
+    last = spaced_connectives(sentences[-1].strip()) if sentences else ""
     first_or = _OR.search(last)
     if first_or is None:
         return []

@@ -134,8 +134,20 @@ _ALTERNATIVE = re.compile(
 )
 
 
+# "or"/"and" glued between the end of one value and the start of the next that states a value of its own
+# ("W(x)=1orW(x)=-1", "x=1orx=-1": a "\\text{or}" rendered without its spaces, or a normaliser that dropped them).
+# Never inside a word ("2order": no sign or digit follows); the look-ahead is bounded, so this stays linear.
+_GLUED = re.compile(r"(?<=[\d)\]}$])(or|and)(?=[A-Za-z(\\\[{$-][^\s=\d]{0,40}[=\d])")
+
+
+def spaced_connectives(text: str) -> str:
+    """Glued connectives read as words: "x=1orx=-1" is "x=1 or x=-1"."""
+    return _GLUED.sub(r" \1 ", text) if "or" in text or "and" in text else text
+
+
 def split_alternatives(answer: str) -> list[str]:
     """Split "4 or 5", "1331 and 1728", "a; b" at brace depth 0: each part is a separately stated answer."""
+    answer = spaced_connectives(answer)
     parts, depth, last = [], 0, 0
     spans = []
     for i, c in enumerate(answer):

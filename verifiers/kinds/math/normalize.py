@@ -38,7 +38,14 @@ _TRAILING_PUNCT = re.compile(r"[\s.,;:]+$")  # not "!": it is a factorial
 _PLACEHOLDER = re.compile(r"\\[hv]?phantom\s*\{[^{}]*\}|\\(?:square|Box|underline\{\s*\})(?![A-Za-z])"
                           r"|^\s*(?:_{2,}|\?)\s*$")
 _WS = re.compile(r"\s+")
+_DOUBLED_COMMAND = re.compile(r"\\\\(?=[A-Za-z])")
 _THOUSANDS = re.compile(r"(?<![\d.])([1-9]\d{0,2})((?:,\d{3})+)(?![\d])")
+
+
+def single_escaped(text: str) -> str:
+    """``\\\\text{ and }`` → ``\\text{ and }``: commands escaped twice (a string escaped once more than it needed, as
+    data sets and copied test strings carry them). Inside an environment ``\\\\`` breaks rows and is left alone."""
+    return text if "\\begin" in text or "\\\\" not in text else _DOUBLED_COMMAND.sub(r"\\", text)
 
 
 def unwrap(text: str) -> str:
@@ -46,6 +53,7 @@ def unwrap(text: str) -> str:
     s = unicodedata.normalize("NFKC", text).strip()
     s = s.replace("\\dollar", "\\$")
     s = re.sub(r"(?<!\\)\\(?=\d)", "", s)  # "\\15": a "\\$15" that lost its "$" (no command starts with a digit)
+    s = single_escaped(s)
     for _ in range(3):
         s = s.strip().strip("*").strip()
         m = _DELIMS.match(s)

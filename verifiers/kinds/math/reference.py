@@ -13,13 +13,17 @@ from verifiers.kinds.math.extract import (
     last_paragraph,
     split_alternatives,
 )
-from verifiers.kinds.math.normalize import canonical, is_prose, lone_number, split_top_level
+from verifiers.kinds.math.normalize import canonical, is_prose, lone_number, single_escaped, split_top_level
 from verifiers.kinds.math.spans import math_spans
 
-# What stands between the boxes or spans of a list: punctuation, "and"/"or", spacing, and the math delimiters around
-# each box ("$\\boxed{1}$ and $\\boxed{-2}$"); a unit or noun may name what a box counts ("\\boxed{1} papers and").
+# What stands between the boxes or spans of a list: punctuation, "and"/"or", spacing, the math delimiters around
+# each box ("$\\boxed{1}$ and $\\boxed{-2}$") and a divider ("\\boxed{35} ++++++ \\boxed{4}", "\\boxed{1} | \\boxed{2}":
+# a run of a symbol, never one operator between two boxes); a unit or noun may name what a box counts ("\\boxed{1}
+# papers and").
 _SEPARATORS = re.compile(r"(?:\s*[a-z]{2,}(?:\s+[a-z]{2,})?(?=\s*(?:[,;]|and\b|or\b)))?"  # "\\boxed{1} papers and"
-                         r"[\s,;.$]*(?:(?:\\[()\[\]]|and|or|\\text\{\s*(?:and|or)\s*\}|\\q?quad)[\s,;.$]*)*",
+                         # possessive: a run of one divider symbol is read one way, never split (exponential)
+                         r"[\s,;.$]*+(?:(?:\\[()\[\]]|and|or|\\text\{\s*(?:and|or)\s*\}|\\q?quad|\|++|([-+*=~_#/])\1++)"
+                         r"[\s,;.$]*+)*+",
                          re.IGNORECASE)
 
 
@@ -29,7 +33,7 @@ def reference_answer(reference: str) -> str:
     a list of math spans ("$f(x)=x$, $f(x)=2-x$") gives their contents as one list; a sentence that states a math
     span ("The only solution is \\((a, b) = (0, 0)\\).") gives that span. A named tuple "(p, q) = (3, 2)" gives its
     values."""
-    text = reference.strip()
+    text = single_escaped(reference.strip())
     boxes = box_statements(text)
     if boxes:
         group = [boxes[-1]]

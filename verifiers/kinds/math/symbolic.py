@@ -113,11 +113,14 @@ def _explicit_matrix(expr: sympy.Basic) -> sympy.Basic:
 
 
 _PM = re.compile(r"\\(?:pm|mp)(?![A-Za-z])")
+_FUNCTION_VALUE = re.compile(r"\s*[A-Za-z](?:_\{?\w+\}?)?\s*\([^()=]*\)\s*=\s*")  # "W(x) = "
 
 
 def _expand_nested_pm(s: str) -> str:
     """``\\frac{-1 \\pm \\sqrt{5}}{2}`` as the two values it writes (``..+.., ..-..``): the LaTeX parser reads ``\\pm``
-    only at the outer level. Only one sign, no commas (so never inside a set or tuple), and only inside a group."""
+    only at the outer level. Only one sign, no commas (so never inside a set or tuple), and only inside a group, or
+    right after the ``=`` of a function's value (``W(x) = \\pm 1``, which the parser cannot read: ``y = \\pm 1`` it
+    reads as the value set {-1, 1})."""
     signs = list(_PM.finditer(s))
     if len(signs) != 1 or "," in s:
         return s
@@ -128,7 +131,7 @@ def _expand_nested_pm(s: str) -> str:
             depth += 1
         elif c in "})" and (k == 0 or s[k - 1] != "\\"):
             depth -= 1
-    if depth <= 0:
+    if depth <= 0 and not _FUNCTION_VALUE.fullmatch(s[:at]):
         return s
     plus = "-" if signs[0].group(0) == "\\mp" else "+"
     minus = "+" if plus == "-" else "-"

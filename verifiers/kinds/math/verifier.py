@@ -140,7 +140,8 @@ def parse_gold(reference: str) -> Gold:
 def _chain_value(body: str) -> str:
     """A gold chain that ends in a number states that number, under the chain's name when it has one:
     ``z = 1 + 1 = 2`` is ``z = 2``, ``1 = \\zzz = x = 0`` is ``0``; an answer's chain is read the same way."""
-    listed = len(split_top_level(body, ",")) > 1 or ";" in body  # "AB=4,CD=5" names two values
+    # "AB=4,CD=5" and "x = 1 \\text{ and } x = -1" name two values: a list, never one chain
+    listed = len(split_top_level(body, ",")) > 1 or ";" in body or len(split_alternatives(body)) > 1
     sides = equation_sides(body) if parse_number(body) is None and not listed else None
     if not sides or len(sides) < 3 or parse_number(sides[-1]) is None:
         return body
