@@ -4,8 +4,10 @@ decided, cancelled as a whole, kept for a TTL after it ends and, with the store 
 A job runs as one task through the same engine as ``/v1/verify`` (``Engine.verify_many``) under the job's own
 cancellation scope and turns: its id is the source that takes turns in the worker pool, the sandbox's slots and the
 judges' rate gates, its client's address the client, and its priority is asked of each of them before the turns
-(``sandbox.api.run_priority``). Each verdict is recorded as it is decided (``JobRecord.decided``), wakes the
-readers waiting for it (long-polls and result streams) and is written to the store in the next batch.
+(``sandbox.api.run_priority``). Each verdict is recorded as it is decided (``JobRecord.decided``); every
+``FLUSH_S`` what was decided since the last tick is written to the store in one transaction and only then handed to
+the readers waiting for it (long-polls and result streams), in one write per stream: a verdict a client has seen is
+in the store, and a tick costs the same whether it carries one verdict or a thousand.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reward_service.errors import ApiError
-from reward_service.jobs.store import JobStore, StoredJob
+from reward_service.jobs.store import JobStore, StoredJob, verdict_lines
 from reward_service.settings import JobsSettings
 from sandbox.api import run_client, run_priority, run_source
 from verifiers.base import Prepared
@@ -35,14 +37,14 @@ log = logging.getLogger(__name__)
 PRIORITIES = {"high": 1, "normal": 0, "low": -1}
 DELETED = "the job was deleted"
 SHUTDOWN = "the server shut down before the job ended"
-FLUSH_S = 0.05  # how long a decided verdict may wait before it is written to the store
+FLUSH_S = 0.02  # how long a decided verdict may wait before it is written to the store and streamed
 _ID = re.compile(r"^job-([0-9a-f]{8})-[0-9a-f]{24}$")
 
 ToResult = Callable[[Prepared, Verdict], dict[str, Any]]
 Prepare = Callable[[list[dict[str, Any]]], list[Prepared]]
 
 
-@dataclass
+@dataclass(eq=False)  # a job is itself: hashed by identity
 class JobRecord:
     id: str
     client: str
@@ -53,12 +55,14 @@ class JobRecord:
     results: list[dict[str, Any] | None]
     texts: list[str | None] = field(default_factory=list)  # each result as JSON text: for the store and the stream
     order: list[int] = field(default_factory=list)  # indices in the order their verdicts were decided
+    written: int = 0  # how many of ``order`` are in the store (all of them once flushed, with or without a store)
     state: str = "queued"
     ended: float | None = None
     scope: CancelScope = field(default_factory=CancelScope)
     task: asyncio.Task[None] | None = None
     groups: dict[str, Any] | None = None
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
+    _waiting: int = 0  # readers in ``changed``: a verdict nobody waits for wakes nobody
 
     @property
     def finished(self) -> bool:
@@ -73,7 +77,8 @@ class JobRecord:
             self.texts = [None] * len(self.results)
 
     def decided(self, index: int, result: dict[str, Any], text: str | None = None) -> bool:
-        """Record one verdict (once: a second for the same item is ignored); wakes every reader."""
+        """Record one verdict (once: a second for the same item is ignored). Readers see it once it is written
+        (``JobManager.flush``)."""
         if self.results[index] is not None:
             return False
         self.results[index] = result
@@ -81,19 +86,22 @@ class JobRecord:
         self.order.append(index)
         if self.state == "queued":
             self.state = "running"
-        self.wake()
         return True
 
     def wake(self) -> None:
-        event, self._changed = self._changed, asyncio.Event()
-        event.set()
+        if self._waiting:
+            event, self._changed = self._changed, asyncio.Event()
+            event.set()
 
     async def changed(self, within_s: float) -> None:
         """Wait until something is decided (or the job ends), at most ``within_s`` seconds."""
+        self._waiting += 1
         try:
             await asyncio.wait_for(self._changed.wait(), within_s)
         except TimeoutError:
             pass
+        finally:
+            self._waiting -= 1
 
     def counts(self) -> dict[str, Any]:
         statuses = Counter(r["status"] for r in self.results if r is not None)
@@ -113,7 +121,7 @@ class JobManager:
         self.jobs: dict[str, JobRecord] = {}
         self.store: JobStore | None = None
         self.engine: Engine | None = None
-        self._unwritten: list[tuple[str, int, str]] = []
+        self._unwritten: set[JobRecord] = set()  # jobs with verdicts not yet written
         self._flush_handle: asyncio.TimerHandle | None = None
         self._janitor: asyncio.Task[None] | None = None
         self.closing = False  # the server is shutting down: readers are let go (they resume after the restart)
@@ -165,8 +173,9 @@ class JobManager:
     # --- accepting ------------------------------------------------------------------------------------------
 
     def submit(self, client: str, priority: str, tags: list[str], bodies: list[dict[str, Any]],
-               prepared: list[Prepared]) -> JobRecord:
-        """Accept a job whose items are validated and prepared (429/413 past a limit)."""
+               prepared: list[Prepared], sent: bytes) -> JobRecord:
+        """Accept a job whose items are validated and prepared (429/413 past a limit); ``sent``: the request body
+        whose ``items`` are ``bodies``, what the store keeps."""
         s = self.settings
         n = len(bodies)
         active = sum(1 for job in self.jobs.values() if job.client == client and not job.finished)
@@ -189,7 +198,7 @@ class JobManager:
                         bodies, [None] * n)
         if self.store is not None:
             self.store.add(StoredJob(job.id, client, priority, job.tags, job.created, None, "queued", bodies,
-                                     job.results, job.texts))
+                                     job.results, job.texts), sent)
         self._admit(job, list(range(n)), prepared)
         return job
 
@@ -208,6 +217,7 @@ class JobManager:
                 job.results[i] = result
                 job.texts[i] = text
                 job.order.append(i)
+        job.written = len(job.order)
         todo = [i for i, r in enumerate(job.results) if r is None]
         if not todo:
             job.state = stored.state if stored.state in ("done", "cancelled") else "done"
@@ -221,7 +231,8 @@ class JobManager:
         except Exception as exc:  # a verifier this server no longer has: each item says so
             reason = f"the job's items cannot be prepared on this server after its restart: {exc}"
             for i in todo:
-                job.decided(i, self.to_result(self.prepare_failed(stored.bodies[i]), Verdict.error(reason)))
+                if job.decided(i, self.to_result(self.prepare_failed(stored.bodies[i]), Verdict.error(reason))):
+                    self._write(job)
             self.jobs[job.id] = job
             self.held_items += len(job.results)
             self._ended(job, "done")
@@ -255,7 +266,7 @@ class JobManager:
             result = self.to_result(prepared[k], verdict)
             if job.decided(todo[k], result):
                 self.queued_items -= 1
-                self._write(job.id, todo[k], job.texts[todo[k]])
+                self._write(job)
 
         try:
             await self.engine.verify_many(prepared, job.scope, on_verdict=decided)
@@ -277,21 +288,28 @@ class JobManager:
             self.store.set_state(job.id, state, job.ended)
         job.wake()
 
-    def _write(self, job: str, index: int, text: str | None) -> None:
-        if self.store is None or text is None:
-            return
-        self._unwritten.append((job, index, text))
+    def _write(self, job: JobRecord) -> None:
+        """``job`` has a verdict to write: written (and shown to its readers) within ``FLUSH_S``."""
+        self._unwritten.add(job)
         if self._flush_handle is None:
             self._flush_handle = asyncio.get_running_loop().call_later(FLUSH_S, self.flush)
 
     def flush(self) -> None:
-        """Write the verdicts decided since the last flush, in one transaction."""
+        """Write the verdicts decided since the last flush, in one transaction, and hand them to the jobs' readers:
+        one commit and one write to each result stream per tick, however many verdicts it carries."""
         if self._flush_handle is not None:
             self._flush_handle.cancel()
             self._flush_handle = None
-        rows, self._unwritten = self._unwritten, []
-        if rows and self.store is not None:
-            self.store.put_verdicts(rows)
+        jobs, self._unwritten = self._unwritten, set()
+        if not jobs:
+            return
+        if self.store is not None:
+            self.store.put_verdicts(
+                (job.id, verdict_lines((i, text) for i in job.order[job.written:] if (text := job.texts[i])))
+                for job in jobs)
+        for job in jobs:
+            job.written = len(job.order)
+            job.wake()
 
     # --- reading and cancelling -----------------------------------------------------------------------------
 
@@ -324,19 +342,16 @@ class JobManager:
         while not job.finished and not self.closing and (left := deadline - time.monotonic()) > 0:
             await job.changed(left)
 
-    async def stream(self, job: JobRecord, after: int = 0) -> AsyncIterator[tuple[int, str]]:
-        """Each verdict as it is decided, from the ``after``-th decided on, until the job ends. What it hands out
-        is in the store first, so a verdict a client has seen is never decided again after a restart."""
+    async def stream(self, job: JobRecord, after: int = 0) -> AsyncIterator[list[tuple[int, str]]]:
+        """The verdicts as they are decided, from the ``after``-th decided on, until the job ends: each time, every
+        (index, verdict as JSON text) decided since the last. What it hands out is in the store first, so a verdict
+        a client has seen is never decided again after a restart."""
         seen = max(0, after)
         while True:
-            if seen < len(job.order):
-                self.flush()
-            while seen < len(job.order):
-                index = job.order[seen]
-                seen += 1
-                text = job.texts[index]
-                assert text is not None
-                yield index, text
+            if seen < job.written:
+                fresh = job.order[seen:job.written]
+                seen = job.written
+                yield [(index, text) for index in fresh if (text := job.texts[index]) is not None]
             if job.finished or self.closing:
                 return
             await job.changed(30.0)

@@ -9,6 +9,7 @@ with ``?after=N`` (the number of lines it already has).
 """
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -18,7 +19,8 @@ from fastapi.responses import StreamingResponse
 from reward_service.deps import AdmissionDep, ServicesDep, SettingsDep
 from reward_service.errors import ApiError
 from reward_service.jobs.manager import JobManager, JobRecord
-from reward_service.routes.verify import check_limits, group_stats, prepare_items, result_dict, starting_engine
+from reward_service.routes.verify import group_stats, prepare_items, result_dict, starting_engine
+from reward_service.schemas.item_limits import BodyFacts, check_limits
 from reward_service.schemas.jobs import JobIn, JobOut, JobsDeleted
 from reward_service.schemas.verify import VerifyItemIn, VerifyRequest
 from reward_service.settings import Settings
@@ -76,7 +78,8 @@ def job_out(manager: JobManager, job: JobRecord, results: bool = True) -> dict[s
 async def submit(body: JobIn, settings: SettingsDep, gate: AdmissionDep, services: ServicesDep,
                  request: Request) -> dict[str, Any]:
     batch = VerifyRequest(items=body.items)
-    check_limits(settings.limits, batch)
+    sent = await request.body()  # what the store keeps: the items as sent, not each encoded again
+    check_limits(settings.limits, batch, BodyFacts.of(sent, settings.limits.max_number_digits))
     for i, tag in enumerate(body.tags):
         if not tag or len(tag) > settings.limits.max_id_chars:
             raise ApiError(422, f"tags[{i}] must have 1 to {settings.limits.max_id_chars} characters",
@@ -84,12 +87,13 @@ async def submit(body: JobIn, settings: SettingsDep, gate: AdmissionDep, service
     prepared = prepare_items(starting_engine(gate), batch)
     gate.ready()  # 503 while draining
     manager = _manager(services)
-    raw = await request.json()  # the items as sent (parsed once already, and checked above): what the store keeps
-    sent = raw.get("items") if isinstance(raw, dict) else None
-    bodies = sent if isinstance(sent, list) and len(sent) == len(body.items) else \
-        [i.model_dump(mode="json", exclude_unset=True) for i in body.items]
+    raw = await request.json()  # the body parsed when it was validated (the request keeps it)
+    items = raw.get("items") if isinstance(raw, dict) else None
+    if not isinstance(items, list) or len(items) != len(body.items):  # not what was validated: encode it afresh
+        items = [i.model_dump(mode="json", exclude_unset=True) for i in body.items]
+        sent = json.dumps({"items": items}).encode()
     client = run_client.get()
-    job = manager.submit(str(client) if client is not None else "", body.priority, body.tags, bodies, prepared)
+    job = manager.submit(str(client) if client is not None else "", body.priority, body.tags, items, prepared, sent)
     return job_out(manager, job, results=False)
 
 
@@ -114,14 +118,8 @@ async def results(job_id: str, services: ServicesDep,
     job = _job(manager, job_id)
 
     async def lines() -> AsyncIterator[bytes]:
-        batch: list[bytes] = []
-        async for index, text in manager.stream(job, after):
-            batch.append(f'{{"index": {index}, {text[1:]}\n'.encode())
-            if len(batch) >= 64 or index == job.order[-1]:  # what is decided now goes out in one write
-                yield b"".join(batch)
-                batch = []
-        if batch:
-            yield b"".join(batch)
+        async for decided in manager.stream(job, after):  # what is decided by now goes out in one write
+            yield "".join(f'{{"index": {index}, {text[1:]}\n' for index, text in decided).encode()
 
     return StreamingResponse(lines(), media_type=NDJSON, headers={"X-Job-State": job.state})
 

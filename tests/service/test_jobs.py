@@ -227,7 +227,8 @@ def test_results_are_kept_for_the_ttl_then_dropped_from_memory_and_store(tmp_pat
         assert c.get(f"/v1/jobs/{job}").status_code == 200  # kept while the TTL runs
         wait_until(lambda: c.get(f"/v1/jobs/{job}").status_code == 404, 30, "the results expired")
     with sqlite3.connect(store) as db:
-        assert db.execute("SELECT COUNT(*) FROM items").fetchone() == (0,)
+        assert db.execute("SELECT COUNT(*) FROM verdicts").fetchone() == (0,)
+        assert db.execute("SELECT COUNT(*) FROM jobs").fetchone() == (0,)
 
 
 def test_sigterm_lets_result_streams_go_and_the_job_goes_on_after_the_restart(tmp_path: Path) -> None:
