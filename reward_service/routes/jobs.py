@@ -21,7 +21,7 @@ from reward_service.errors import ApiError
 from reward_service.jobs.manager import JobManager, JobRecord
 from reward_service.routes.verify import group_stats, prepare_items, result_dict, starting_engine
 from reward_service.schemas.item_limits import BodyFacts, check_limits
-from reward_service.schemas.jobs import JobIn, JobOut, JobsDeleted
+from reward_service.schemas.jobs import JobIn, JobOut, JobsDeleted, JobsListed
 from reward_service.schemas.verify import VerifyItemIn, VerifyRequest
 from reward_service.settings import Settings
 from sandbox.api import run_client
@@ -95,6 +95,19 @@ async def submit(body: JobIn, settings: SettingsDep, gate: AdmissionDep, service
     client = run_client.get()
     job = manager.submit(str(client) if client is not None else "", body.priority, body.tags, items, prepared, sent)
     return job_out(manager, job, results=False)
+
+
+@router.get("/v1/jobs", response_model=JobsListed)
+async def listed(services: ServicesDep,
+                 tag: Annotated[str | None, Query(min_length=1, description="Only the jobs with this tag")] = None,
+                 limit: Annotated[int, Query(ge=1, le=1000, description="At most this many, newest first")] = 100,
+                 ) -> dict[str, Any]:
+    """The jobs held (unfinished, or ended within their TTL), without their results: what a trainer has in flight
+    for a step or a run (its tag), before it cancels them."""
+    manager = _manager(services)
+    held = [job for job in manager.jobs.values() if tag is None or tag in job.tags]
+    held.sort(key=lambda job: job.created, reverse=True)
+    return {"jobs": [job_out(manager, job, results=False) for job in held[:limit]]}
 
 
 @router.get("/v1/jobs/{job_id}", response_model=JobOut)
