@@ -44,6 +44,17 @@ ToResult = Callable[[Prepared, Verdict], dict[str, Any]]
 Prepare = Callable[[list[dict[str, Any]]], list[Prepared]]
 
 
+@dataclass
+class JobsSnapshot:
+    jobs: dict[str, int]  # held, by state
+    queued_items: dict[str, int]  # undecided items of unfinished jobs, by priority
+    held_items: int
+    submitted: dict[str, int]  # jobs accepted since the start, by priority
+    store_bytes: int | None  # None: no store
+    store_writes: int
+    store_verdicts: int
+
+
 @dataclass(eq=False)  # a job is itself: hashed by identity
 class JobRecord:
     id: str
@@ -127,6 +138,7 @@ class JobManager:
         self.closing = False  # the server is shutting down: readers are let go (they resume after the restart)
         self.queued_items = 0  # items of unfinished jobs still without a verdict
         self.held_items = 0  # items of every job held (unfinished, or finished within the TTL)
+        self.submitted: Counter[str] = Counter()  # jobs accepted since the start, by priority
 
     # --- life cycle -----------------------------------------------------------------------------------------
 
@@ -200,6 +212,7 @@ class JobManager:
             self.store.add(StoredJob(job.id, client, priority, job.tags, job.created, None, "queued", bodies,
                                      job.results, job.texts), sent)
         self._admit(job, list(range(n)), prepared)
+        self.submitted[priority] += 1
         return job
 
     def _admit(self, job: JobRecord, todo: list[int], prepared: list[Prepared]) -> None:
@@ -305,8 +318,8 @@ class JobManager:
             return
         if self.store is not None:
             self.store.put_verdicts(
-                (job.id, verdict_lines((i, text) for i in job.order[job.written:] if (text := job.texts[i])))
-                for job in jobs)
+                [(job.id, verdict_lines((i, text) for i in job.order[job.written:] if (text := job.texts[i])))
+                 for job in jobs], sum(len(job.order) - job.written for job in jobs))
         for job in jobs:
             job.written = len(job.order)
             job.wake()
@@ -355,6 +368,22 @@ class JobManager:
             if job.finished or self.closing:
                 return
             await job.changed(30.0)
+
+    def snapshot(self) -> JobsSnapshot:
+        """What /metrics reports, read when it is scraped."""
+        states: Counter[str] = Counter(job.state for job in self.jobs.values())
+        queued: Counter[str] = Counter()
+        for job in self.jobs.values():
+            if not job.finished:
+                queued[job.priority] += job.unfinished
+        store = self.store
+        return JobsSnapshot(
+            jobs={state: states.get(state, 0) for state in ("queued", "running", "done", "cancelled")},
+            queued_items={priority: queued.get(priority, 0) for priority in PRIORITIES},
+            held_items=self.held_items, submitted=dict(self.submitted),
+            store_bytes=store.size_bytes() if store is not None else None,
+            store_writes=store.writes if store is not None else 0,
+            store_verdicts=store.verdicts_written if store is not None else 0)
 
     # --- expiry ---------------------------------------------------------------------------------------------
 

@@ -72,6 +72,8 @@ class JobStore:
         file.parent.mkdir(parents=True, exist_ok=True)
         self.path = file
         self.db = sqlite3.connect(file, isolation_level=None, check_same_thread=False)
+        self.writes = 0  # transactions committed (for /metrics)
+        self.verdicts_written = 0
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         self._upgrade()
@@ -82,6 +84,7 @@ class JobStore:
 
     def add(self, job: StoredJob, body: bytes) -> None:
         """A new job, ``body`` the request as sent: its ``items`` are ``job.bodies``."""
+        self.writes += 1
         with self.db:
             self.db.execute("BEGIN")
             self.db.execute("INSERT INTO jobs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -89,23 +92,37 @@ class JobStore:
                              job.state, len(job.bodies)))
             self.db.execute("INSERT INTO bodies VALUES (?, ?)", (job.id, body))
 
-    def put_verdicts(self, rows: Iterable[tuple[str, str]]) -> None:
-        """(job, ``verdict_lines``) rows, in one transaction."""
+    def put_verdicts(self, rows: Iterable[tuple[str, str]], count: int = 0) -> None:
+        """(job, ``verdict_lines``) rows, in one transaction; ``count``: the verdicts they hold (for /metrics)."""
+        self.writes += 1
+        self.verdicts_written += count
         with self.db:
             self.db.execute("BEGIN")
             self.db.executemany("INSERT INTO verdicts VALUES (?, ?)", rows)
 
     def set_state(self, job: str, state: str, ended: float | None) -> None:
+        self.writes += 1
         with self.db:
             self.db.execute("UPDATE jobs SET state = ?, ended = ? WHERE id = ?", (state, ended, job))
 
     def delete(self, jobs: Iterable[str]) -> None:
+        self.writes += 1
         ids = [(j,) for j in jobs]
         with self.db:
             self.db.execute("BEGIN")
             self.db.executemany("DELETE FROM verdicts WHERE job = ?", ids)
             self.db.executemany("DELETE FROM bodies WHERE job = ?", ids)
             self.db.executemany("DELETE FROM jobs WHERE id = ?", ids)
+
+    def size_bytes(self) -> int:
+        """The store's size on disk: its file and its write-ahead log."""
+        total = 0
+        for part in (self.path, self.path.with_name(self.path.name + "-wal")):
+            try:
+                total += part.stat().st_size
+            except OSError:
+                pass
+        return total
 
     def load(self) -> Iterator[StoredJob]:
         """Every stored job with its items and the verdicts already decided."""
