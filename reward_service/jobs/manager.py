@@ -139,6 +139,7 @@ class JobManager:
         self.queued_items = 0  # items of unfinished jobs still without a verdict
         self.held_items = 0  # items of every job held (unfinished, or finished within the TTL)
         self.submitted: Counter[str] = Counter()  # jobs accepted since the start, by priority
+        self.running: Counter[str] = Counter()  # unfinished jobs per client (counted, not searched for, per submit)
 
     # --- life cycle -----------------------------------------------------------------------------------------
 
@@ -190,7 +191,7 @@ class JobManager:
         whose ``items`` are ``bodies``, what the store keeps."""
         s = self.settings
         n = len(bodies)
-        active = sum(1 for job in self.jobs.values() if job.client == client and not job.finished)
+        active = self.running.get(client, 0)
         if active >= s.max_jobs_per_client:
             raise ApiError(429, f"client {client or '?'} has {active} unfinished jobs, the most a client may have "
                                 f"(jobs_max_jobs_per_client); wait for one to end or delete one",
@@ -217,6 +218,7 @@ class JobManager:
 
     def _admit(self, job: JobRecord, todo: list[int], prepared: list[Prepared]) -> None:
         self.jobs[job.id] = job
+        self.running[job.client] += 1
         self.queued_items += len(todo)
         self.held_items += len(job.results)
         job.task = asyncio.create_task(self._run(job, todo, prepared), name=f"job {job.id}")
@@ -293,6 +295,10 @@ class JobManager:
         self._ended(job, "cancelled" if job.scope.cancelled else "done")
 
     def _ended(self, job: JobRecord, state: str) -> None:
+        if job.task is not None:  # admitted (``_admit``): no longer running
+            self.running[job.client] -= 1
+            if self.running[job.client] <= 0:
+                del self.running[job.client]
         job.state = state
         job.ended = time.time()
         self.finish(job)
