@@ -11,11 +11,17 @@ with a fixed seed. Three ways to get its verdicts, run in turn for ``--rounds`` 
 - ``job``: POST /v1/jobs, then GET /v1/jobs/{id}/results (NDJSON), timed from the POST.
 
 Prints, per way, the median over rounds of the time to the first verdict, to the median (2,048th) verdict and to
-the last, their ratio against ``verify``, and the job path's overhead per item: (job's time to the last verdict -
-verify's) / items, and as a percentage of verify's time (target <= 10 %). A second, inline-only batch (4,096
-``exact_match`` items, where the scoring itself costs least) shows the overhead where it weighs most.
+the last, and their ratio against ``verify``; the same for a second, inline-only batch (4,096 ``exact_match``
+items, where the scoring itself costs least).
 
-Run: python benchmarks/jobs.py [--workers 2] [--rounds 3] [--items 4096] [--no-code]
+Then the job path's overhead per item beside ``/v1/verify``, measured so that a loaded machine moves it little:
+``--pairs`` pairs of ``--small``-item batches (mixed, then inline-only), the two ways alternated A B B A, and per way
+the median of the wall time per item and of the server's CPU time per item, read from /proc (its own process, where
+the job path's work is done, and with its worker processes). CPU time is what the figure should be read from: wall
+time on a shared machine moves with the other load by more than the difference measured. Target <= 10 %.
+
+Run: python benchmarks/jobs.py [--workers 2] [--rounds 3] [--items 4096] [--pairs 10] [--small 2048]
+     [--no-code] [--only latency|overhead]
 """
 from __future__ import annotations
 

@@ -37,11 +37,16 @@ log = logging.getLogger(__name__)
 PRIORITIES = {"high": 1, "normal": 0, "low": -1}
 DELETED = "the job was deleted"
 SHUTDOWN = "the server shut down before the job ended"
-FLUSH_S = 0.02  # how long a decided verdict may wait before it is written to the store and streamed
+FLUSH_S = 0.05  # how long a decided verdict may wait before it is written to the store and streamed
 _ID = re.compile(r"^job-([0-9a-f]{8})-[0-9a-f]{24}$")
 
 ToResult = Callable[[Prepared, Verdict], dict[str, Any]]
 Prepare = Callable[[list[dict[str, Any]]], list[Prepared]]
+
+
+def groups_of(bodies: list[dict[str, Any]]) -> list[str | None] | None:
+    groups = [b.get("group") if isinstance(b, dict) else None for b in bodies]
+    return groups if any(g is not None for g in groups) else None
 
 
 @dataclass
@@ -62,9 +67,12 @@ class JobRecord:
     priority: str
     tags: list[str]
     created: float
-    bodies: list[dict[str, Any]]  # the items as accepted: what the store keeps and a restart scores again
-    results: list[dict[str, Any] | None]
-    texts: list[str | None] = field(default_factory=list)  # each result as JSON text: for the store and the stream
+    # Each item's verdict as JSON text once decided: what the store, the streams and GET /v1/jobs/{id} hand out.
+    # Text, not dicts: a held job is then a few objects the garbage collector does not walk, where thousands of dicts
+    # held for the TTL would make every full collection of the server slower.
+    texts: list[str | None]
+    groups_of: list[str | None] | None = None  # the items' groups, when any item has one
+    statuses: Counter[str] = field(default_factory=Counter)  # the verdicts so far, per status
     order: list[int] = field(default_factory=list)  # indices in the order their verdicts were decided
     written: int = 0  # how many of ``order`` are in the store (all of them once flushed, with or without a store)
     state: str = "queued"
@@ -81,19 +89,15 @@ class JobRecord:
 
     @property
     def unfinished(self) -> int:
-        return len(self.results) - len(self.order)
+        return len(self.texts) - len(self.order)
 
-    def __post_init__(self) -> None:
-        if not self.texts:
-            self.texts = [None] * len(self.results)
-
-    def decided(self, index: int, result: dict[str, Any], text: str | None = None) -> bool:
+    def decided(self, index: int, result: dict[str, Any]) -> bool:
         """Record one verdict (once: a second for the same item is ignored). Readers see it once it is written
         (``JobManager.flush``)."""
-        if self.results[index] is not None:
+        if self.texts[index] is not None:
             return False
-        self.results[index] = result
-        self.texts[index] = text if text is not None else json.dumps(result)
+        self.texts[index] = json.dumps(result)
+        self.statuses[result["status"]] += 1
         self.order.append(index)
         if self.state == "queued":
             self.state = "running"
@@ -115,8 +119,11 @@ class JobRecord:
             self._waiting -= 1
 
     def counts(self) -> dict[str, Any]:
-        statuses = Counter(r["status"] for r in self.results if r is not None)
-        return {"total": len(self.results), "done": len(self.order), "statuses": dict(statuses)}
+        return {"total": len(self.texts), "done": len(self.order), "statuses": dict(self.statuses)}
+
+    def scores(self) -> list[float | None]:
+        """Each item's score (None while undecided or null), read back from its text."""
+        return [json.loads(t)["score"] if t is not None else None for t in self.texts]
 
 
 class JobManager:
@@ -208,10 +215,10 @@ class JobManager:
                                 "(jobs_max_stored_results) until their jobs expire (jobs_ttl_s) or are deleted",
                            headers={"Retry-After": str(max(1, int(s.ttl_s)))})
         job = JobRecord(f"job-{self.boot}-{secrets.token_hex(12)}", client, priority, list(tags), time.time(),
-                        bodies, [None] * n)
+                        [None] * n, groups_of(bodies))
         if self.store is not None:
             self.store.add(StoredJob(job.id, client, priority, job.tags, job.created, None, "queued", bodies,
-                                     job.results, job.texts), sent)
+                                     job.texts), sent)
         self._admit(job, list(range(n)), prepared)
         self.submitted[priority] += 1
         return job
@@ -220,24 +227,23 @@ class JobManager:
         self.jobs[job.id] = job
         self.running[job.client] += 1
         self.queued_items += len(todo)
-        self.held_items += len(job.results)
+        self.held_items += len(job.texts)
         job.task = asyncio.create_task(self._run(job, todo, prepared), name=f"job {job.id}")
 
     def _resume(self, stored: StoredJob) -> None:
         """A job read back from the store: finished verdicts served as they were, the rest scored again."""
-        job = JobRecord(stored.id, stored.client, stored.priority, stored.tags, stored.created, stored.bodies,
-                        [None] * len(stored.bodies), ended=stored.ended)
-        for i, (result, text) in enumerate(zip(stored.results, stored.texts)):
-            if result is not None:
-                job.results[i] = result
-                job.texts[i] = text
-                job.order.append(i)
+        job = JobRecord(stored.id, stored.client, stored.priority, stored.tags, stored.created,
+                        [None] * len(stored.bodies), groups_of(stored.bodies), ended=stored.ended)
+        for i, text in enumerate(stored.texts):
+            if text is not None:
+                job.decided(i, json.loads(text))
+                job.texts[i] = text  # served as it was stored
         job.written = len(job.order)
-        todo = [i for i, r in enumerate(job.results) if r is None]
+        todo = [i for i, t in enumerate(job.texts) if t is None]
         if not todo:
             job.state = stored.state if stored.state in ("done", "cancelled") else "done"
             self.jobs[job.id] = job
-            self.held_items += len(job.results)
+            self.held_items += len(job.texts)
             self.finish(job)
             return
         job.state = "running" if job.order else "queued"
@@ -249,10 +255,10 @@ class JobManager:
                 if job.decided(i, self.to_result(self.prepare_failed(stored.bodies[i]), Verdict.error(reason))):
                     self._write(job)
             self.jobs[job.id] = job
-            self.held_items += len(job.results)
+            self.held_items += len(job.texts)
             self._ended(job, "done")
             return
-        log.info("resuming job %s: %d of %d items left", job.id, len(todo), len(job.results))
+        log.info("resuming job %s: %d of %d items left", job.id, len(todo), len(job.texts))
         self._admit(job, todo, prepared)
 
     @staticmethod
@@ -288,7 +294,7 @@ class JobManager:
         except Exception:
             log.exception("job %s failed", job.id)
             for k, i in enumerate(todo):
-                if job.results[i] is None:
+                if job.texts[i] is None:
                     decided(k, Verdict.error("the job failed inside the server; see its log"))
         if job.scope.cancelled and job.scope.reason == SHUTDOWN and self.store is not None:
             return
@@ -404,7 +410,7 @@ class JobManager:
                 if job.finished and job.ended is not None and job.ended + self.settings.ttl_s <= now]
         for job in gone:
             del self.jobs[job.id]
-            self.held_items -= len(job.results)
+            self.held_items -= len(job.texts)
         if gone and self.store is not None:
             self.flush()
             self.store.delete(job.id for job in gone)

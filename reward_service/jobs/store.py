@@ -57,8 +57,7 @@ class StoredJob:
     ended: float | None
     state: str
     bodies: list[dict[str, Any]]
-    results: list[dict[str, Any] | None]
-    texts: list[str | None]  # the results as stored (JSON text)
+    texts: list[str | None]  # the verdicts as stored (JSON text)
 
 
 def verdict_lines(decided: Iterable[tuple[int, str]]) -> str:
@@ -131,16 +130,14 @@ class JobStore:
         for jid, client, priority, tags, created, ended, state, n, body in rows:
             sent = json.loads(body)
             bodies: list[dict[str, Any]] = sent["items"] if isinstance(sent, dict) else sent
-            results: list[dict[str, Any] | None] = [None] * n
             texts: list[str | None] = [None] * n
             for (lines,) in self.db.execute("SELECT lines FROM verdicts WHERE job = ? ORDER BY rowid", (jid,)):
                 for line in lines.split("\n"):
                     index, _, text = line.partition("\t")
                     idx = int(index)
                     if 0 <= idx < n and texts[idx] is None:
-                        results[idx] = json.loads(text)
                         texts[idx] = text
-            yield StoredJob(jid, client, priority, json.loads(tags), created, ended, state, bodies, results, texts)
+            yield StoredJob(jid, client, priority, json.loads(tags), created, ended, state, bodies, texts)
 
     def _upgrade(self) -> None:
         """A store written by an earlier version (a row per item, its body encoded on its own): rewritten in

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 
 from reward_service.deps import AdmissionDep, ServicesDep, SettingsDep
 from reward_service.errors import ApiError
@@ -41,9 +41,8 @@ def open_manager(settings: Settings, engine: Engine) -> JobManager:
         return prepare_items(engine, VerifyRequest(items=[VerifyItemIn.model_validate(b) for b in bodies]))
 
     def finish(job: JobRecord) -> None:
-        groups = [b.get("group") for b in job.bodies]
-        if any(g is not None for g in groups):
-            job.groups = group_stats(groups, [r["score"] if r is not None else None for r in job.results])
+        if job.groups_of is not None:
+            job.groups = group_stats(job.groups_of, job.scores())
 
     return JobManager(settings.jobs, prepare, result_dict, finish)
 
@@ -65,13 +64,22 @@ def _job(manager: JobManager, job_id: str) -> JobRecord:
                    loc=["job_id"])
 
 
-def job_out(manager: JobManager, job: JobRecord, results: bool = True) -> dict[str, Any]:
+def job_out(manager: JobManager, job: JobRecord) -> dict[str, Any]:
+    """The job without its results."""
     manager.flush()  # what a client sees is in the store: never decided again after a restart
     return {
         "id": job.id, "state": job.state, "priority": job.priority, "tags": job.tags, "created": job.created,
         "ended": job.ended, "expires": job.ended + manager.settings.ttl_s if job.ended is not None else None,
-        "counts": job.counts(), "results": list(job.results) if results else None, "groups": job.groups,
+        "counts": job.counts(), "results": None, "groups": job.groups,
     }
+
+
+def job_with_results(manager: JobManager, job: JobRecord) -> Response:
+    """The job with its results so far, written from the verdicts' JSON text as it is held (a job of thousands of
+    items is not parsed and encoded again for each poll)."""
+    head = json.dumps({k: v for k, v in job_out(manager, job).items() if k != "results"})
+    results = ", ".join(text if text is not None else "null" for text in job.texts)
+    return Response(f'{head[:-1]}, "results": [{results}]}}', media_type="application/json")
 
 
 @router.post("/v1/jobs", status_code=202, response_model=JobOut)
@@ -94,7 +102,7 @@ async def submit(body: JobIn, settings: SettingsDep, gate: AdmissionDep, service
         sent = json.dumps({"items": items}).encode()
     client = run_client.get()
     job = manager.submit(str(client) if client is not None else "", body.priority, body.tags, items, prepared, sent)
-    return job_out(manager, job, results=False)
+    return job_out(manager, job)
 
 
 @router.get("/v1/jobs", response_model=JobsListed)
@@ -107,19 +115,20 @@ async def listed(services: ServicesDep,
     manager = _manager(services)
     held = [job for job in manager.jobs.values() if tag is None or tag in job.tags]
     held.sort(key=lambda job: job.created, reverse=True)
-    return {"jobs": [job_out(manager, job, results=False) for job in held[:limit]]}
+    return {"jobs": [job_out(manager, job) for job in held[:limit]]}
 
 
 @router.get("/v1/jobs/{job_id}", response_model=JobOut)
 async def get(job_id: str, services: ServicesDep,
               wait: Annotated[float, Query(ge=0, le=MAX_WAIT_S, description="Long-poll: seconds to wait for the "
                                            "job to end before answering")] = 0.0,
-              results: Annotated[bool, Query(description="Include the results so far")] = True) -> dict[str, Any]:
+              results: Annotated[bool, Query(description="Include the results so far")] = True
+              ) -> dict[str, Any] | Response:
     manager = _manager(services)
     job = _job(manager, job_id)
     if wait > 0:
         await manager.wait(job, wait)
-    return job_out(manager, job, results)
+    return job_with_results(manager, job) if results else job_out(manager, job)
 
 
 @router.get("/v1/jobs/{job_id}/results", response_class=StreamingResponse,

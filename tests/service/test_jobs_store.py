@@ -13,7 +13,7 @@ ITEMS = [{"verifier": "exact_match", "response": f"a\tb\n{i}", "reference": "x",
 
 
 def new_job(job_id: str) -> StoredJob:
-    return StoredJob(job_id, "127.0.0.1", "high", ["step:3"], 1.0, None, "queued", ITEMS, [None] * 4, [None] * 4)
+    return StoredJob(job_id, "127.0.0.1", "high", ["step:3"], 1.0, None, "queued", ITEMS, [None] * 4)
 
 
 def verdict(i: int) -> str:
@@ -34,7 +34,7 @@ def test_a_job_reads_back_with_its_body_as_sent_and_each_verdict_once(tmp_path: 
     (job,) = list(store.load())
     assert job.bodies == ITEMS and job.tags == ["step:3"] and job.priority == "high" and job.state == "queued"
     assert job.texts == [verdict(0), None, verdict(2), None]
-    assert job.results[2] == json.loads(verdict(2)) and job.results[2]["reason"] == "tab\there\nnewline"
+    assert json.loads(job.texts[2] or "")["reason"] == "tab\there\nnewline"
     with sqlite3.connect(path) as db:
         assert db.execute("SELECT body FROM bodies").fetchone() == (sent,), "the body is kept as sent"
     store.set_state("job-a", "done", 5.0)
