@@ -291,3 +291,22 @@ def test_metrics_report_jobs_by_state_queued_items_by_priority_and_the_stores_wr
         assert sum(v for k, v in after.items() if k.startswith("reward_jobs_queued_items")) == 0
         assert after["reward_jobs_store_verdicts_total"] == 9  # every verdict written once, the cancelled ones too
         assert after["reward_jobs_held_items"] == 9
+
+
+def test_a_jobs_results_and_group_statistics_are_the_verify_answers(server: LiveServer) -> None:
+    """GET /v1/jobs/{id} writes its results from the verdicts as held: the same results and group statistics as
+    /v1/verify gives for the same items, nulls where undecided, valid JSON whatever a verdict's text holds."""
+    items = [{"id": f"g{i}", "verifier": "exact_match", "response": ["a", "b", 'say "a"\n\tok'][i % 3],
+              "reference": "a", "group": f"p{i % 2}"} for i in range(6)]
+    with server.client() as c:
+        verified = c.post("/v1/verify", json={"items": items}).json()
+        body = finished(c, submit(c, items))
+        assert body["groups"] == verified["groups"] and set(body["groups"]) == {"p0", "p1"}
+        strip = [{k: v for k, v in r.items() if k != "elapsed_ms"} for r in verified["results"]]
+        assert [{k: v for k, v in r.items() if k != "elapsed_ms"} for r in body["results"]] == strip
+        running = submit(c, [slow(0, 30), quick(1)])
+        wait_until(lambda: c.get(f"/v1/jobs/{running}").json()["counts"]["done"] == 1, 30, "the quick item")
+        partial = c.get(f"/v1/jobs/{running}").json()
+        assert partial["results"][0] is None and partial["results"][1]["id"] == "q1"
+        assert c.get(f"/v1/jobs/{running}", params={"results": False}).json()["results"] is None
+        c.delete(f"/v1/jobs/{running}")
