@@ -6,7 +6,7 @@ What it costs per item is kept near nothing, since every job item pays it: a job
 as it was sent (the bytes the server already has, not each item encoded again; in a table of its own, so that a
 change of the job's state does not rewrite it), written in one commit before the job is answered. Verdicts are
 appended in batches, one row per job and batch holding their ``index<TAB>JSON`` lines (``JobStore.put_verdicts``:
-the manager writes what was decided every 20 ms, and hands verdicts to clients only once written). SQLite in WAL
+the manager writes what was decided every 50 ms, and hands verdicts to clients only once written). SQLite in WAL
 mode with ``synchronous=NORMAL``: a commit survives the process being killed (what a restart after SIGKILL needs; an
 OS crash may lose the last commits, whose verdicts are then scored again). A verdict decided but not yet written
 when the server is killed was never seen by a client, and is scored again after the restart. Called on the event
