@@ -176,6 +176,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if runtime.environments is not None:
                 runtime.environments.observer = metrics
             services.jobs = manager
+            metrics.jobs.source = manager.snapshot
             announcing = asyncio.create_task(announce_readiness(runtime, settings))
             try:
                 yield
@@ -185,6 +186,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 for scope in list(services.in_flight):  # a server that did not drain first (not ``serve``'s)
                     scope.cancel(SHUTTING_DOWN)
                 services.jobs = None
+                metrics.jobs.source = None
                 await manager.close()
                 services.runtime = None
                 gc.unfreeze()

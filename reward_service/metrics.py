@@ -7,9 +7,11 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from reward_service.jobs.manager import JobsSnapshot
 from verifiers.kinds.judges.ratelimit import LimiterStats
 
 JudgeLimitSource = Callable[[], Mapping[str, LimiterStats]]
+JobsSource = Callable[[], JobsSnapshot | None]
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
@@ -52,6 +54,8 @@ class Metrics:
 
         self.judge_limits = JudgeLimitsCollector()
         r.register(self.judge_limits)
+        self.jobs = JobsCollector()
+        r.register(self.jobs)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -112,3 +116,44 @@ class JudgeLimitsCollector(Collector):
                 if value is not None:  # a limit that is not set is not exported as 0
                     family.add_metric([backend], float(value))
             yield family
+
+
+class JobsCollector(Collector):
+    """The jobs (``/v1/jobs``), read from the job manager when /metrics is scraped: jobs held by state, undecided
+    items by priority (what a high-priority job waits behind), items held against ``jobs_max_stored_results``, and
+    the store's size and writes (a store that grows or writes far more often than verdicts arrive shows here)."""
+
+    def __init__(self) -> None:
+        self.source: JobsSource | None = None
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        snap = self.source() if self.source is not None else None
+        if snap is None:
+            return
+        jobs = GaugeMetricFamily("reward_jobs", "Jobs held (unfinished, or ended within jobs_ttl_s) by state",
+                                 labels=["state"])
+        for state, n in snap.jobs.items():
+            jobs.add_metric([state], n)
+        yield jobs
+        queued = GaugeMetricFamily("reward_jobs_queued_items", "Undecided items of unfinished jobs by priority",
+                                   labels=["priority"])
+        for priority, n in snap.queued_items.items():
+            queued.add_metric([priority], n)
+        yield queued
+        yield GaugeMetricFamily("reward_jobs_held_items", "Items of the jobs held (jobs_max_stored_results bounds "
+                                "them)", value=snap.held_items)
+        submitted = CounterMetricFamily("reward_jobs_submitted", "Jobs accepted since the start, by priority",
+                                        labels=["priority"])
+        for priority, n in sorted(snap.submitted.items()):
+            submitted.add_metric([priority], n)
+        yield submitted
+        if snap.store_bytes is not None:
+            yield GaugeMetricFamily("reward_jobs_store_bytes", "Size of the job store on disk (with its WAL)",
+                                    value=snap.store_bytes)
+            yield CounterMetricFamily("reward_jobs_store_writes", "Transactions committed to the job store",
+                                      value=snap.store_writes)
+            yield CounterMetricFamily("reward_jobs_store_verdicts", "Verdicts written to the job store",
+                                      value=snap.store_verdicts)

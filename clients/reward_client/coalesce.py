@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
 import os
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
@@ -23,6 +24,7 @@ from typing import Any, Protocol, TypeVar
 
 from reward_client.errors import RequestRejected
 from reward_client.items import Payload, VerifyItem, to_wire
+from reward_client.jobs import check_priority
 from reward_client.protocol import ClientConfig, shift_loc
 from reward_client.results import VerifyResult
 
@@ -32,6 +34,9 @@ class Poster(Protocol):
     the coalescer is handed a way to make it (``Connect``), so this module never imports the client."""
 
     async def post_items(self, path: str, items: list[Any]) -> list[Any]: ...
+
+    async def submit(self, items: Sequence[Any], *, priority: str = "normal", tags: Sequence[str] = (),
+                     chunk_size: int | None = None) -> Any: ...  # a ``reward_client.jobs.Submission``
 
     async def aclose(self) -> None: ...
 
@@ -264,6 +269,34 @@ class Coalescer:
         results = await self.arun("verify", [to_wire(i) for i in items], _send_verify)
         return [VerifyResult.from_json(r) for r in results]
 
+    async def _job(self, items: list[Any], priority: str, tags: tuple[str, ...]) -> list[VerifyResult]:
+        async def send(client: Any, wire: list[Any]) -> list[Any]:
+            return await _send_job(client, wire, priority, tags)
+
+        futures = await self._submit(f"jobs {priority} {json.dumps(tags)}", items, send)
+        results: list[VerifyResult] = []
+        for outcome in await asyncio.gather(*futures, return_exceptions=True):  # each future's outcome read
+            if isinstance(outcome, BaseException):
+                raise outcome
+            results.append(outcome)
+        return results
+
+    def _job_call(self, items: Sequence[VerifyItem | Payload], priority: str,
+                  tags: Sequence[str]) -> concurrent.futures.Future[list[VerifyResult]]:
+        check_priority(priority)
+        return self._schedule(self._job([to_wire(i) for i in items], priority, tuple(tags)))
+
+    def verify_as_job(self, items: Sequence[VerifyItem | Payload], priority: str = "normal",
+                      tags: Sequence[str] = ()) -> list[VerifyResult]:
+        """``verify`` through jobs (``/v1/jobs``): the concurrent callers' items are gathered as ``verify`` gathers
+        them, into one job per batch (per priority and tags), and each caller returns as soon as its own items'
+        verdicts have streamed in, not when the whole batch is done."""
+        return self._job_call(items, priority, tags).result()
+
+    async def averify_as_job(self, items: Sequence[VerifyItem | Payload], priority: str = "normal",
+                             tags: Sequence[str] = ()) -> list[VerifyResult]:
+        return await asyncio.wrap_future(self._job_call(items, priority, tags))
+
     def stats(self) -> dict[str, int]:
         """Requests and items sent per route, counted at submission (retries of one request not counted)."""
         return {f"{route}_{k}": getattr(b, k) for route, b in self._batchers.items() for k in ("requests", "items")}
@@ -280,3 +313,16 @@ class Coalescer:
 
 async def _send_verify(client: Poster, wire: list[Any]) -> list[Any]:
     return await client.post_items("/v1/verify", wire)
+
+
+async def _send_job(client: Poster, wire: list[Any], priority: str, tags: tuple[str, ...]) -> list[Any]:
+    """Submit a batch as a job; its items' futures, resolved as the verdicts stream in. A job refused for one item
+    (a 422 naming it) fails every future at once: that refusal is raised, so the batcher fails only the caller
+    whose item it names and sends the others again, as it does for ``/v1/verify``."""
+    submission = await client.submit(wire, priority=priority, tags=tags)
+    futures: list[asyncio.Future[Any]] = submission.futures
+    failed = [f.exception() for f in futures if f.done() and not f.cancelled()]
+    for exc in failed:
+        if isinstance(exc, RequestRejected):
+            raise exc
+    return futures

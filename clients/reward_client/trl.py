@@ -200,12 +200,16 @@ def make_reward_func(
     retry: RetryPolicy | None = None,
     timeout: Timeout = 180.0,
     on_null: float | None = None,
+    use_jobs: bool = False,
+    priority: str = "normal",
+    tags: Sequence[str] = ("trl",),
 ) -> RewardFunc:
     """A synchronous GRPOTrainer reward function scoring completions with one verifier (or one per row).
 
     ``reference`` names the dataset column holding the gold answer (None: no reference); ``verifier_column``,
     ``options_column`` and ``tools_column`` let each row pick its verifier, options and tools. Service failures that
     outlast the client's retries raise, so a dead service stops training instead of silently rewarding nothing.
+    ``use_jobs``: score through jobs (``/v1/jobs``, see ``make_async_reward_func``) at ``priority`` with ``tags``.
     """
     builder = _ItemBuilder(verifier, verifier_column, reference, options, options_column, tools_column)
     own = client or RewardClient(url, token=token, retry=retry or trainer_policy(), timeout=timeout)
@@ -216,7 +220,11 @@ def make_reward_func(
                     completion_ids: Sequence[Any] | None = None, **kwargs: Any) -> list[float | None]:
         if not completions:
             return []
-        results = own.verify(builder.items(prompts, completions, kwargs))
+        items = builder.items(prompts, completions, kwargs)
+        if use_jobs:
+            results = own.submit(items, priority=priority, tags=tags).results()
+        else:
+            results = own.verify(items)
         log(results, kwargs)
         return _rewards(results, on_null)
 
@@ -241,12 +249,20 @@ def make_async_reward_func(
     timeout: Timeout = 180.0,
     on_null: float | None = None,
     client_factory: Callable[[], AsyncRewardClient] | None = None,
+    use_jobs: bool = False,
+    priority: str = "normal",
+    tags: Sequence[str] = ("trl",),
 ) -> AsyncRewardFunc:
     """The ``async def`` variant, which TRL awaits concurrently with the other async reward functions.
 
     By default the calls of every async reward function with the same settings share one coalescer, so the
     functions TRL gathers in one step travel in one request. With ``client_factory``, one client per event loop is
     made from it instead (an httpx async client belongs to the loop it was first used on).
+
+    ``use_jobs``: the same batches go as jobs (``/v1/jobs``): each call returns once its own completions' verdicts
+    have streamed in, the service's job store keeps accepted items across its restart, and the jobs carry
+    ``priority`` (high, normal, low: an evaluation function at ``low`` yields to training's) and ``tags`` (for
+    ``DELETE /v1/jobs?tag=...``, dropping a stale step's queued items).
     """
     builder = _ItemBuilder(verifier, verifier_column, reference, options, options_column, tools_column)
     config = ClientConfig(join_urls(url), token, timeout, retry or trainer_policy())
@@ -256,10 +272,16 @@ def make_async_reward_func(
 
     async def verify(items: list[VerifyItem]) -> list[VerifyResult]:
         if client_factory is None:
-            return await shared_coalescer(config).averify(items)
+            coalescer = shared_coalescer(config)
+            if use_jobs:
+                return await coalescer.averify_as_job(items, priority, tags)
+            return await coalescer.averify(items)
         loop_id = id(asyncio.get_running_loop())
         if loop_id not in clients:
             clients[loop_id] = client_factory()
+        if use_jobs:
+            submission = await clients[loop_id].submit(items, priority=priority, tags=tags)
+            return list(await asyncio.gather(*submission.futures))
         return await clients[loop_id].verify(items)
 
     async def reward_func(prompts: Sequence[Any] | None = None, completions: Sequence[Any] = (),

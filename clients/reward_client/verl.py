@@ -4,12 +4,19 @@
       custom_reward_function:
         path: /path/to/reward_client/verl.py   # python -c "import reward_client.verl as m; print(m.__file__)"
         name: compute_score_async              # or compute_score (verl runs it in a thread pool)
-        reward_kwargs: {retry_budget_s: 600}   # optional: reward_service_url, retry_budget_s
+        reward_kwargs: {retry_budget_s: 600}   # optional: reward_service_url, retry_budget_s, use_jobs,
+                                               #   jobs_priority, jobs_tags
 
 verl 0.9's reward loop calls the function once per sample (the batch reward manager is gone from it); both entry
 points coalesce concurrent samples of the process into batched requests (``reward_client.coalesce``), and retry
 through a restart of the service for ``retry_budget_s`` (``REWARD_CLIENT_RETRY_BUDGET_S``, 300 s) before raising.
 ``compute_score_batch`` remains for older verl versions' batch reward manager.
+
+With ``use_jobs: true`` the coalesced samples go as jobs (``/v1/jobs``) instead of ``/v1/verify`` requests: each
+sample's reward returns as soon as its own verdict streams in rather than when its whole batch is done, the job
+store keeps accepted samples across a restart of the service, and the jobs carry ``jobs_priority`` (high, normal,
+low; validation after training: ``low``) and ``jobs_tags`` (default ``["verl"]``), so ``DELETE /v1/jobs?tag=...``
+drops a stale step's rewards still queued.
 
 The server is ``REWARD_CLIENT_URL`` (token ``REWARD_CLIENT_TOKEN``); several instances, which then share the work,
 are listed there with commas, or in ``reward_service_url`` (a string with commas, or a YAML list). Each sample goes
@@ -158,6 +165,9 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
         result: dict[str, Any] = asyncio.run_coroutine_threadsafe(coro, _ENV_LOOP.loop()).result()
         return result
     item = _item(data_source, solution_str, ground_truth, extra_info)
+    jobs = _jobs(**kwargs)
+    if jobs is not None:
+        return to_verl(coalescer(**kwargs).verify_as_job([item], *jobs)[0])
     return to_verl(coalescer(**kwargs).verify([item])[0])
 
 
@@ -174,7 +184,25 @@ async def compute_score_async(data_source: str, solution_str: str, ground_truth:
         reward, status, reason = await finish(entry, _final_text(solution_str, extra_info))
         return to_verl(VerifyResult(reward, status, reason, verifier=f"env:{entry.get('env')}"))
     item = _item(data_source, solution_str, ground_truth, extra_info)
+    jobs = _jobs(**kwargs)
+    if jobs is not None:
+        return to_verl((await coalescer(**kwargs).averify_as_job([item], *jobs))[0])
     return to_verl((await coalescer(**kwargs).averify([item]))[0])
+
+
+def _jobs(use_jobs: Any = False, jobs_priority: str = "normal", jobs_tags: str | Sequence[str] | None = None,
+          **_: Any) -> tuple[str, list[str]] | None:
+    """(priority, tags) when ``reward_kwargs`` ask for jobs (``use_jobs``), else None. Tags: a list, or one string
+    with commas (as a command-line override writes it)."""
+    if not use_jobs or (isinstance(use_jobs, str) and use_jobs.strip().lower() in ("", "0", "false", "no", "off")):
+        return None
+    if jobs_tags is None:
+        tags = ["verl"]
+    elif isinstance(jobs_tags, str):
+        tags = [t.strip() for t in jobs_tags.split(",") if t.strip()]
+    else:
+        tags = [str(t) for t in jobs_tags]
+    return str(jobs_priority), tags
 
 
 def environment_entry(extra_info: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
@@ -221,4 +249,7 @@ def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str
     """verl's BatchRewardManager form: the whole batch in as few requests as the client's chunking allows."""
     infos = extra_infos if extra_infos is not None else [None] * len(solution_strs)
     items = [_item(d, s, g, e) for d, s, g, e in zip(data_sources, solution_strs, ground_truths, infos)]
+    jobs = _jobs(**kwargs)
+    if jobs is not None:
+        return [to_verl(r) for r in coalescer(**kwargs).verify_as_job(items, *jobs)]
     return [to_verl(r) for r in coalescer(**kwargs).verify(items)]

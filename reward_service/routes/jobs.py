@@ -9,17 +9,19 @@ with ``?after=N`` (the number of lines it already has).
 """
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 
 from reward_service.deps import AdmissionDep, ServicesDep, SettingsDep
 from reward_service.errors import ApiError
 from reward_service.jobs.manager import JobManager, JobRecord
-from reward_service.routes.verify import check_limits, group_stats, prepare_items, result_dict, starting_engine
-from reward_service.schemas.jobs import JobIn, JobOut, JobsDeleted
+from reward_service.routes.verify import group_stats, prepare_items, result_dict, starting_engine
+from reward_service.schemas.item_limits import BodyFacts, check_limits
+from reward_service.schemas.jobs import JobIn, JobOut, JobsDeleted, JobsListed
 from reward_service.schemas.verify import VerifyItemIn, VerifyRequest
 from reward_service.settings import Settings
 from sandbox.api import run_client
@@ -39,9 +41,8 @@ def open_manager(settings: Settings, engine: Engine) -> JobManager:
         return prepare_items(engine, VerifyRequest(items=[VerifyItemIn.model_validate(b) for b in bodies]))
 
     def finish(job: JobRecord) -> None:
-        groups = [b.get("group") for b in job.bodies]
-        if any(g is not None for g in groups):
-            job.groups = group_stats(groups, [r["score"] if r is not None else None for r in job.results])
+        if job.groups_of is not None:
+            job.groups = group_stats(job.groups_of, job.scores())
 
     return JobManager(settings.jobs, prepare, result_dict, finish)
 
@@ -63,20 +64,30 @@ def _job(manager: JobManager, job_id: str) -> JobRecord:
                    loc=["job_id"])
 
 
-def job_out(manager: JobManager, job: JobRecord, results: bool = True) -> dict[str, Any]:
+def job_out(manager: JobManager, job: JobRecord) -> dict[str, Any]:
+    """The job without its results."""
     manager.flush()  # what a client sees is in the store: never decided again after a restart
     return {
         "id": job.id, "state": job.state, "priority": job.priority, "tags": job.tags, "created": job.created,
         "ended": job.ended, "expires": job.ended + manager.settings.ttl_s if job.ended is not None else None,
-        "counts": job.counts(), "results": list(job.results) if results else None, "groups": job.groups,
+        "counts": job.counts(), "results": None, "groups": job.groups,
     }
+
+
+def job_with_results(manager: JobManager, job: JobRecord) -> Response:
+    """The job with its results so far, written from the verdicts' JSON text as it is held (a job of thousands of
+    items is not parsed and encoded again for each poll)."""
+    head = json.dumps({k: v for k, v in job_out(manager, job).items() if k != "results"})
+    results = ", ".join(text if text is not None else "null" for text in job.texts)
+    return Response(f'{head[:-1]}, "results": [{results}]}}', media_type="application/json")
 
 
 @router.post("/v1/jobs", status_code=202, response_model=JobOut)
 async def submit(body: JobIn, settings: SettingsDep, gate: AdmissionDep, services: ServicesDep,
                  request: Request) -> dict[str, Any]:
     batch = VerifyRequest(items=body.items)
-    check_limits(settings.limits, batch)
+    sent = await request.body()  # what the store keeps: the items as sent, not each encoded again
+    check_limits(settings.limits, batch, BodyFacts.of(sent, settings.limits.max_number_digits))
     for i, tag in enumerate(body.tags):
         if not tag or len(tag) > settings.limits.max_id_chars:
             raise ApiError(422, f"tags[{i}] must have 1 to {settings.limits.max_id_chars} characters",
@@ -84,25 +95,40 @@ async def submit(body: JobIn, settings: SettingsDep, gate: AdmissionDep, service
     prepared = prepare_items(starting_engine(gate), batch)
     gate.ready()  # 503 while draining
     manager = _manager(services)
-    raw = await request.json()  # the items as sent (parsed once already, and checked above): what the store keeps
-    sent = raw.get("items") if isinstance(raw, dict) else None
-    bodies = sent if isinstance(sent, list) and len(sent) == len(body.items) else \
-        [i.model_dump(mode="json", exclude_unset=True) for i in body.items]
+    raw = await request.json()  # the body parsed when it was validated (the request keeps it)
+    items = raw.get("items") if isinstance(raw, dict) else None
+    if not isinstance(items, list) or len(items) != len(body.items):  # not what was validated: encode it afresh
+        items = [i.model_dump(mode="json", exclude_unset=True) for i in body.items]
+        sent = json.dumps({"items": items}).encode()
     client = run_client.get()
-    job = manager.submit(str(client) if client is not None else "", body.priority, body.tags, bodies, prepared)
-    return job_out(manager, job, results=False)
+    job = manager.submit(str(client) if client is not None else "", body.priority, body.tags, items, prepared, sent)
+    return job_out(manager, job)
+
+
+@router.get("/v1/jobs", response_model=JobsListed)
+async def listed(services: ServicesDep,
+                 tag: Annotated[str | None, Query(min_length=1, description="Only the jobs with this tag")] = None,
+                 limit: Annotated[int, Query(ge=1, le=1000, description="At most this many, newest first")] = 100,
+                 ) -> dict[str, Any]:
+    """The jobs held (unfinished, or ended within their TTL), without their results: what a trainer has in flight
+    for a step or a run (its tag), before it cancels them."""
+    manager = _manager(services)
+    held = [job for job in manager.jobs.values() if tag is None or tag in job.tags]
+    held.sort(key=lambda job: job.created, reverse=True)
+    return {"jobs": [job_out(manager, job) for job in held[:limit]]}
 
 
 @router.get("/v1/jobs/{job_id}", response_model=JobOut)
 async def get(job_id: str, services: ServicesDep,
               wait: Annotated[float, Query(ge=0, le=MAX_WAIT_S, description="Long-poll: seconds to wait for the "
                                            "job to end before answering")] = 0.0,
-              results: Annotated[bool, Query(description="Include the results so far")] = True) -> dict[str, Any]:
+              results: Annotated[bool, Query(description="Include the results so far")] = True
+              ) -> dict[str, Any] | Response:
     manager = _manager(services)
     job = _job(manager, job_id)
     if wait > 0:
         await manager.wait(job, wait)
-    return job_out(manager, job, results)
+    return job_with_results(manager, job) if results else job_out(manager, job)
 
 
 @router.get("/v1/jobs/{job_id}/results", response_class=StreamingResponse,
@@ -114,14 +140,8 @@ async def results(job_id: str, services: ServicesDep,
     job = _job(manager, job_id)
 
     async def lines() -> AsyncIterator[bytes]:
-        batch: list[bytes] = []
-        async for index, text in manager.stream(job, after):
-            batch.append(f'{{"index": {index}, {text[1:]}\n'.encode())
-            if len(batch) >= 64 or index == job.order[-1]:  # what is decided now goes out in one write
-                yield b"".join(batch)
-                batch = []
-        if batch:
-            yield b"".join(batch)
+        async for decided in manager.stream(job, after):  # what is decided by now goes out in one write
+            yield "".join(f'{{"index": {index}, {text[1:]}\n' for index, text in decided).encode()
 
     return StreamingResponse(lines(), media_type=NDJSON, headers={"X-Job-State": job.state})
 

@@ -44,5 +44,9 @@ class JobOut(BaseModel):
     groups: dict[str, Any] | None = Field(None, description="Per-group statistics, once the job is done.")
 
 
+class JobsListed(BaseModel):
+    jobs: list[JobOut] = Field(description="Newest first, without their results.")
+
+
 class JobsDeleted(BaseModel):
     cancelled: list[str] = Field(description="The jobs whose unfinished items were cancelled.")

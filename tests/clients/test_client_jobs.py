@@ -1,16 +1,24 @@
 """``submit()``: one future per item, resolved as the verdicts stream in, over several instances, and nothing lost
-when an instance restarts without its job store (the undecided items are submitted again, each answered once)."""
+when an instance restarts without its job store (the undecided items are submitted again, each answered once); the
+coalescer's jobs path that the trainer adapters' ``use_jobs`` takes."""
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import uuid
 from pathlib import Path
 
+import httpx
+import pytest
 from reward_client import AsyncRewardClient, RewardClient
+from reward_client.client import connect
+from reward_client.coalesce import Coalescer
+from reward_client.errors import RequestRejected
+from reward_client.protocol import ClientConfig
 
 from tests.support.live_restart import Restarter
 from tests.support.processes import wait_until
-from tests.support.server import run_server
+from tests.support.server import LiveServer, run_server
 
 NO_SANDBOX = {"REWARD_SERVICE_SANDBOX_BACKEND": "none"}
 
@@ -57,3 +65,36 @@ def test_submit_resubmits_what_a_restarted_instance_without_a_store_lost(tmp_pat
         assert asyncio.run(scenario()) == [f"i{i}:ok" for i in range(12)]
     finally:
         server.stop()
+
+
+def test_coalesced_callers_share_one_job_and_each_returns_with_its_own_verdicts(server: LiveServer) -> None:
+    """What the trainer adapters' ``use_jobs`` runs on: concurrent callers of one coalescer go as one job (per
+    priority and tags); a caller returns as soon as its own items are decided, while another's slow item runs on;
+    an item the service refuses fails only its own caller."""
+    tag = f"coalesced-{uuid.uuid4().hex[:8]}"
+    coalescer = Coalescer(ClientConfig([server.url]), connect, window_s=0.05)
+    quick = [{"verifier": "exact_match", "response": str(i % 2), "reference": "1", "id": f"q{i}"} for i in range(5)]
+    slow = {"verifier": "test_sleep", "response": "x", "options": {"seconds": 60}, "id": "slow"}
+    refused = {"verifier": "no_such_verifier", "response": "x", "id": "bad"}
+
+    async def scenario() -> None:
+        calls = [asyncio.ensure_future(coalescer.averify_as_job([item], "high", [tag]))
+                 for item in (slow, refused, *quick)]
+        got = await asyncio.wait_for(asyncio.gather(*calls[2:]), 60)
+        assert [r[0].score for r in got] == [0.0, 1.0, 0.0, 1.0, 0.0] and [r[0].id for r in got] == [
+            f"q{i}" for i in range(5)]
+        with pytest.raises(RequestRejected) as refusal:
+            await calls[1]
+        assert "no_such_verifier" in str(refusal.value)
+        assert not calls[0].done(), "the quick callers waited for the slow item"
+        async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
+            jobs = (await http.get("/v1/jobs", params={"tag": tag})).json()["jobs"]
+            assert [(j["priority"], j["counts"]["total"]) for j in jobs] == [("high", 6)]
+            assert (await http.delete("/v1/jobs", params={"tag": tag})).json()["cancelled"] == [jobs[0]["id"]]
+        (cancelled,) = await asyncio.wait_for(calls[0], 30)
+        assert (cancelled.id, cancelled.status, cancelled.score) == ("slow", "cancelled", None)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        coalescer.close()

@@ -2,12 +2,16 @@
 scoring through our reward functions against the real server."""
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
 trl = pytest.importorskip("trl")
@@ -64,6 +68,50 @@ def test_grpo_steps_with_padded_options_logging_and_none_summed_as_zero(policy: 
         assert h["reward"] == pytest.approx(h["rewards/exact_match_reward/mean"] + h["rewards/fmt/mean"])
     extra = trainer._logs["extra"]  # what log_extra wrote into TRL's completions table
     assert set(extra["down/status"]) == {"unavailable"} and set(extra["exact_match_reward/status"]) == {"ok"}
+
+
+def recorded(func: Any, seen: list[list[float | None]]) -> Any:
+    """The reward function as TRL sees it (same name, sync or async), keeping each list of rewards it returned."""
+    if inspect.iscoroutinefunction(func):
+        async def wrapped_async(*args: Any, **kwargs: Any) -> Any:
+            seen.append(await func(*args, **kwargs))
+            return seen[-1]
+        wrapped_async.__name__ = func.__name__
+        return wrapped_async
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        seen.append(func(*args, **kwargs))
+        return seen[-1]
+    wrapped.__name__ = func.__name__
+    return wrapped
+
+
+def test_reward_functions_through_jobs_give_the_verify_paths_rewards(policy: Path, server: LiveServer,
+                                                                     tmp_path: Path) -> None:
+    """``use_jobs``: the same completions scored through /v1/verify and through jobs (async and sync reward
+    functions) get the same rewards, step by step, and the jobs are there under their tags."""
+    run = uuid.uuid4().hex[:8]
+    kinds = {"verify": {}, "jobs": {"use_jobs": True, "tags": [f"trl-{run}"], "priority": "low"}}
+    seen: dict[str, list[list[float | None]]] = {}
+    funcs = []
+    for kind, extra in kinds.items():
+        for make, verifier, reference in ((make_async_reward_func, "regex", "pattern"),
+                                          (make_reward_func, "exact_match", "answer")):
+            name = f"{verifier}_{kind}"
+            tags = {"tags": [f"{tag}-{verifier}" for tag in extra["tags"]]} if "tags" in extra else {}
+            func = make(verifier, reference=reference, url=server.url, name=name, **{**extra, **tags})
+            funcs.append(recorded(func, seen.setdefault(name, [])))
+    trainer = train(policy, tmp_path, funcs)
+    step_logs(trainer)
+    assert len(seen["regex_jobs"]) == 2 and seen["regex_jobs"] == seen["regex_verify"]
+    assert len(seen["exact_match_jobs"]) == 2 and seen["exact_match_jobs"] == seen["exact_match_verify"]
+    assert any(r is not None for rewards in seen["regex_jobs"] for r in rewards)
+    scored = sum(len(rewards) for rewards in seen["regex_jobs"])
+    for verifier in ("regex", "exact_match"):
+        listed = httpx.get(f"{server.url}/v1/jobs", params={"tag": f"trl-{run}-{verifier}"}, timeout=30)
+        jobs = listed.json()["jobs"]
+        assert jobs and all(j["priority"] == "low" and j["state"] == "done" for j in jobs)
+        assert sum(j["counts"]["total"] for j in jobs) == scored
 
 
 def test_spec_reward_makes_one_null_component_void_the_sample(policy: Path, server: LiveServer,

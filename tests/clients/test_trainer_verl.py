@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from pathlib import Path
 
+import httpx
 import pytest
 
 verl = pytest.importorskip("verl")
@@ -39,13 +41,15 @@ def routes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REWARD_CLIENT_VERL_ROUTES", json.dumps({"capitals": "exact_match"}))
 
 
-def worker(tokenizer_dir: Path, server: LiveServer, name: str) -> reward_loop.RewardLoopWorker:
+def worker(tokenizer_dir: Path, server: LiveServer, name: str,
+           more: tuple[str, ...] | list[str] = ()) -> reward_loop.RewardLoopWorker:
     config = verl_config([
         f"actor_rollout_ref.model.path={tokenizer_dir}",
         f"reward.custom_reward_function.path={shipped.__file__}",  # the lines of docs/trainers.md
         f"reward.custom_reward_function.name={name}",
         f"+reward.custom_reward_function.reward_kwargs.reward_service_url={server.url}",
         "+reward.custom_reward_function.reward_kwargs.retry_budget_s=600",
+        *more,
     ])
     return reward_loop.RewardLoopWorker(config)
 
@@ -75,6 +79,35 @@ def test_async_reward_loop_256_samples_in_at_most_16_requests(tokenizer_dir: Pat
     assert all(o["reward_extra_info"]["scored"] for o in outs)
     rm = NaiveRewardManager.assemble_rm_scores(data, scores)  # verl's own placement at the last response token
     assert rm.sum().item() == pytest.approx(sum(scores))
+
+
+@pytest.mark.parametrize("name", ["compute_score_async", "compute_score"])
+def test_reward_loop_through_jobs_gives_the_verify_paths_rewards(tokenizer_dir: Path, server: LiveServer,
+                                                                 name: str) -> None:
+    """``use_jobs`` in verl's reward_kwargs: the samples go as jobs carrying the configured tag and priority (listed
+    by GET /v1/jobs?tag=), no /v1/verify request is made, and each sample's reward is the one /v1/verify gives."""
+    n = 96
+    truths = [f"city {i}" for i in range(n)]
+    infos = [{"index": i} for i in range(n)]
+    infos[5] = {"index": 5, "verifier": "test_down"}  # a null verdict comes through the jobs as well
+    data = rollouts(tokenizer_dir, [t if i % 3 else "Lyon" for i, t in enumerate(truths)], truths, infos)
+    expected = run(worker(tokenizer_dir, server, name), data)
+    tag = f"verl-{uuid.uuid4().hex[:8]}"
+    w = worker(tokenizer_dir, server, name, [
+        "+reward.custom_reward_function.reward_kwargs.use_jobs=true",
+        "+reward.custom_reward_function.reward_kwargs.jobs_priority=high",
+        f"+reward.custom_reward_function.reward_kwargs.jobs_tags=[{tag},step:1]",
+    ])
+    before = requests_to(server.url)
+    outs = run(w, data)
+    assert requests_to(server.url) == before, "a sample went through /v1/verify"
+    assert [o["reward_score"] for o in outs] == [o["reward_score"] for o in expected]
+    assert [o["reward_extra_info"]["status"] for o in outs] == [o["reward_extra_info"]["status"] for o in expected]
+    assert outs[5]["reward_extra_info"]["scored"] is False and outs[4]["reward_score"] == 1.0
+    jobs = httpx.get(f"{server.url}/v1/jobs", params={"tag": tag}, timeout=30).json()["jobs"]
+    assert jobs and all(j["priority"] == "high" and j["tags"] == [tag, "step:1"] for j in jobs)
+    assert sum(j["counts"]["total"] for j in jobs) == n and all(j["state"] == "done" for j in jobs)
+    assert len(jobs) < n, "the samples were not gathered into jobs"
 
 
 def test_sync_compute_score_in_verls_thread_pool(tokenizer_dir: Path, server: LiveServer) -> None:

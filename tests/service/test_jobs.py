@@ -227,7 +227,8 @@ def test_results_are_kept_for_the_ttl_then_dropped_from_memory_and_store(tmp_pat
         assert c.get(f"/v1/jobs/{job}").status_code == 200  # kept while the TTL runs
         wait_until(lambda: c.get(f"/v1/jobs/{job}").status_code == 404, 30, "the results expired")
     with sqlite3.connect(store) as db:
-        assert db.execute("SELECT COUNT(*) FROM items").fetchone() == (0,)
+        assert db.execute("SELECT COUNT(*) FROM verdicts").fetchone() == (0,)
+        assert db.execute("SELECT COUNT(*) FROM jobs").fetchone() == (0,)
 
 
 def test_sigterm_lets_result_streams_go_and_the_job_goes_on_after_the_restart(tmp_path: Path) -> None:
@@ -253,3 +254,59 @@ def test_sigterm_lets_result_streams_go_and_the_job_goes_on_after_the_restart(tm
         assert body["state"] == "done" and [r["status"] for r in body["results"]] == ["ok", "ok"]
     finally:
         server.stop()
+
+
+def scrape(c: httpx.Client) -> dict[str, float]:
+    """The jobs' samples of /metrics, by name and labels as exposed."""
+    text = c.get("/metrics").text
+    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+            if line.startswith("reward_jobs")}
+
+
+def test_metrics_report_jobs_by_state_queued_items_by_priority_and_the_stores_writes(tmp_path: Path) -> None:
+    env = {"REWARD_SERVICE_SANDBOX_BACKEND": "none", "REWARD_SERVICE_WORKERS": "1"}
+    with run_server(tmp_path, env) as srv, srv.client() as c:
+        empty = scrape(c)
+        assert empty['reward_jobs{state="running"}'] == 0 and empty['reward_jobs_queued_items{priority="high"}'] == 0
+        writes = empty["reward_jobs_store_writes_total"]
+        low = submit(c, [slow(i, 60) for i in range(3)], priority="low")
+        high = submit(c, [slow(10 + i, 60) for i in range(2)], priority="high")
+        seen = scrape(c)
+        assert seen['reward_jobs_queued_items{priority="low"}'] == 3
+        assert seen['reward_jobs_queued_items{priority="high"}'] == 2
+        assert seen['reward_jobs_queued_items{priority="normal"}'] == 0
+        assert seen['reward_jobs{state="queued"}'] + seen['reward_jobs{state="running"}'] == 2
+        assert seen["reward_jobs_held_items"] == 5
+        assert seen['reward_jobs_submitted_total{priority="low"}'] == 1
+        assert seen["reward_jobs_store_writes_total"] >= writes + 2  # each job written before its 202
+        assert seen["reward_jobs_store_bytes"] > 0
+        c.delete(f"/v1/jobs/{low}")
+        c.delete(f"/v1/jobs/{high}")
+        finished(c, low, 60)
+        finished(c, high, 60)
+        done = submit(c, [quick(i) for i in range(4)])
+        finished(c, done, 60)
+        after = scrape(c)
+        assert after['reward_jobs{state="cancelled"}'] == 2 and after['reward_jobs{state="done"}'] == 1
+        assert sum(v for k, v in after.items() if k.startswith("reward_jobs_queued_items")) == 0
+        assert after["reward_jobs_store_verdicts_total"] == 9  # every verdict written once, the cancelled ones too
+        assert after["reward_jobs_held_items"] == 9
+
+
+def test_a_jobs_results_and_group_statistics_are_the_verify_answers(server: LiveServer) -> None:
+    """GET /v1/jobs/{id} writes its results from the verdicts as held: the same results and group statistics as
+    /v1/verify gives for the same items, nulls where undecided, valid JSON whatever a verdict's text holds."""
+    items = [{"id": f"g{i}", "verifier": "exact_match", "response": ["a", "b", 'say "a"\n\tok'][i % 3],
+              "reference": "a", "group": f"p{i % 2}"} for i in range(6)]
+    with server.client() as c:
+        verified = c.post("/v1/verify", json={"items": items}).json()
+        body = finished(c, submit(c, items))
+        assert body["groups"] == verified["groups"] and set(body["groups"]) == {"p0", "p1"}
+        strip = [{k: v for k, v in r.items() if k != "elapsed_ms"} for r in verified["results"]]
+        assert [{k: v for k, v in r.items() if k != "elapsed_ms"} for r in body["results"]] == strip
+        running = submit(c, [slow(0, 30), quick(1)])
+        wait_until(lambda: c.get(f"/v1/jobs/{running}").json()["counts"]["done"] == 1, 30, "the quick item")
+        partial = c.get(f"/v1/jobs/{running}").json()
+        assert partial["results"][0] is None and partial["results"][1]["id"] == "q1"
+        assert c.get(f"/v1/jobs/{running}", params={"results": False}).json()["results"] is None
+        c.delete(f"/v1/jobs/{running}")
