@@ -24,6 +24,7 @@ from typing import Any
 
 from reward_service.errors import ApiError
 from reward_service.jobs.store import JobStore, StoredJob, verdict_lines
+from reward_service.schemas.verify import json_text
 from reward_service.settings import JobsSettings
 from sandbox.api import run_client, run_priority, run_source
 from verifiers.base import Prepared
@@ -96,7 +97,7 @@ class JobRecord:
         (``JobManager.flush``)."""
         if self.texts[index] is not None:
             return False
-        self.texts[index] = json.dumps(result)
+        self.texts[index] = json_text(result)
         self.statuses[result["status"]] += 1
         self.order.append(index)
         if self.state == "queued":

@@ -15,7 +15,7 @@ from reward_service.admission import AdmissionGate
 from reward_service.deps import DISCONNECTED, AdmissionDep, ScopeDep, SettingsDep
 from reward_service.errors import ApiError
 from reward_service.schemas.item_limits import BodyFacts, check_limits
-from reward_service.schemas.verify import VerifyRequest, VerifyResponse, VerifyResult
+from reward_service.schemas.verify import VerifyRequest, VerifyResponse, VerifyResult, json_text
 from verifiers.engine import Engine, Prepared
 from verifiers.engine.cancel import CancelScope
 from verifiers.engine.registry import UnknownVerifier
@@ -128,7 +128,7 @@ def stream_verdicts(gate: AdmissionGate, prepared: list[Prepared], body: VerifyR
     task = asyncio.create_task(work())
 
     def line(i: int, verdict: Verdict) -> bytes:
-        return json.dumps({"index": i, **result_dict(prepared[i], verdict)}).encode() + b"\n"
+        return json_text({"index": i, **result_dict(prepared[i], verdict)}).encode() + b"\n"
 
     async def lines() -> AsyncIterator[bytes]:
         try:

@@ -310,3 +310,30 @@ def test_a_jobs_results_and_group_statistics_are_the_verify_answers(server: Live
         assert partial["results"][0] is None and partial["results"][1]["id"] == "q1"
         assert c.get(f"/v1/jobs/{running}", params={"results": False}).json()["results"] is None
         c.delete(f"/v1/jobs/{running}")
+
+
+def test_verdict_texts_read_back_as_the_json_module_would_write_them() -> None:
+    """The one-verdict-at-a-time answers (job results, the NDJSON stream) are written by orjson: what they hold must
+    read back as the verdict itself, keys that are not strings and values orjson refuses included."""
+    import json
+
+    from reward_service.schemas.verify import json_text
+
+    verdicts = [
+        {"id": "é-1", "score": 0.5, "status": "ok", "reason": "ünïcode ✓ \U0001F600", "details": {"n": 10 ** 18},
+         "elapsed_ms": 1e-05, "turn_scores": None},
+        {"id": None, "score": None, "status": "error", "reason": "", "details": {1: "int key", "t": (1, 2)},
+         "elapsed_ms": 0.0, "turn_scores": [1.0, 0.0]},
+        {"id": "x", "score": 1.0, "status": "ok", "reason": "", "details": {"big": 2 ** 70},
+         "elapsed_ms": 2.5, "turn_scores": None},
+        {"id": "y", "score": 1.0, "status": "ok", "reason": "", "details": {"set": {1}}, "elapsed_ms": 2.5,
+         "turn_scores": None},
+    ]
+    for v in verdicts:
+        try:
+            expected = json.loads(json.dumps(v))
+        except TypeError:  # a set: neither module writes it without help; the json module's error stands
+            with pytest.raises(TypeError):
+                json_text(v)
+            continue
+        assert json.loads(json_text(v)) == expected
