@@ -40,5 +40,6 @@ def settings_epilog(width: int = 78) -> str:
     intro = textwrap.wrap(
         f"Settings are read from the --config file (else the file {CONFIG_ENV} names), then from the environment "
         "under these names (lists and mappings as JSON; a nested field after __, e.g. "
-        "REWARD_SERVICE_SANDBOX_CAPS__WALL_S), then from the flags above. docs/operations.md#settings describes each.", width - 2)
+        "REWARD_SERVICE_SANDBOX_CAPS__WALL_S), then from the flags above. docs/operations.md#settings describes each.",
+        width - 2)
     return "\b\n" + "\n".join(intro) + "\n\n\b\n" + "\n".join(lines)

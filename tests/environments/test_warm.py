@@ -73,33 +73,34 @@ def test_a_failing_start_stops_the_refill_until_the_next_take() -> None:
 
 
 def test_closing_kills_the_waiting_processes_and_the_starts_under_way() -> None:
-    pids: list[int] = []
-    release = asyncio.Event()
-
-    async def slow() -> asyncio.subprocess.Process:
-        proc = await _sleeper()
-        pids.append(proc.pid)
-        try:
-            await release.wait()  # a start that has its process but is not ready yet
-        except asyncio.CancelledError:
-            await kill_and_wait(proc)
-            raise
-        return proc
-
     async def run() -> None:
+        pids: list[int] = []
+        started: asyncio.Queue[int] = asyncio.Queue()
+        release = asyncio.Event()
+
+        async def slow() -> asyncio.subprocess.Process:
+            proc = await _sleeper()
+            pids.append(proc.pid)
+            started.put_nowait(proc.pid)
+            try:
+                await release.wait()  # a start that has its process but is not ready yet
+            except asyncio.CancelledError:
+                await kill_and_wait(proc)
+                raise
+            return proc
+
         pool = WarmProcesses(slow, _alive, kill_and_wait, size=2)
         await pool.take()
-        while len(pids) < 2:
-            await asyncio.sleep(0.01)
+        for _ in range(2):
+            await started.get()
         release.set()
         assert await pool.wait_ready(30)
         release.clear()
         taken = await pool.take()  # one handed out, its replacement starting and held at release
-        while len(pids) < 3:
-            await asyncio.sleep(0.01)
+        await started.get()
         await pool.close()
         assert taken is not None and _alive(taken)  # a process handed out is its taker's, not the pool's
-        assert [p for p in pids if p != taken.pid and not _gone(p)] == []
+        assert len(pids) == 3 and [p for p in pids if p != taken.pid and not _gone(p)] == []
         await kill_and_wait(taken)
 
     asyncio.run(run())
@@ -125,20 +126,26 @@ def _bfcl_workers(server_pid: int) -> set[int]:
 def test_bfcl_resets_take_started_workers_and_shutdown_leaves_none(tmp_path: Path) -> None:
     with run_env_server(tmp_path, {"REWARD_SERVICE_ENV_BFCL_WARM_WORKERS": "2"}) as server:
         with server.client(timeout=120) as c:
-            starts = []
-            for _ in range(3):
+
+            def episode() -> str:
                 sid = c.post("/envs/bfcl/reset", json={"task_id": "multi_turn_base_0"}).json()["observation"][
                     "session_id"]
-                starts.append(c.get("/envs/bfcl/state", params={"session_id": sid}).json()["worker_start"])
+                start: str = c.get("/envs/bfcl/state", params={"session_id": sid}).json()["worker_start"]
                 step = c.post("/envs/bfcl/step", json={"session_id": sid, "action": {
                     "tool_calls": [{"name": "cd", "arguments": {"folder": "document"}}]}}).json()
                 assert step["observation"]["results"][0]["result"] == '{"current_working_directory": "document"}'
                 c.post("/envs/bfcl/close", json={"session_id": sid})
-                deadline = time.monotonic() + 60
-                while len(_bfcl_workers(server.proc.pid)) < 2 and time.monotonic() < deadline:
-                    time.sleep(0.05)  # the pool refilled before the next reset
-            assert starts == ["on demand", "warm", "warm"]
-            waiting = _bfcl_workers(server.proc.pid)
+                return start
+
+            assert episode() == "on demand"  # the first reset starts the pool
+            deadline = time.monotonic() + 120
+            starts = [episode()]
+            while starts[-1] != "warm" and time.monotonic() < deadline:  # the pool is ready once its workers are
+                time.sleep(0.5)
+                starts.append(episode())
+            assert starts[-1] == "warm", starts
+            while len(waiting := _bfcl_workers(server.proc.pid)) != 2 and time.monotonic() < deadline:
+                time.sleep(0.1)  # the closed sessions' workers go, the pool's two stay
             assert len(waiting) == 2
         server.proc.send_signal(signal.SIGTERM)
         server.proc.wait(timeout=60)

@@ -68,7 +68,10 @@ def test_a_child_is_reaped_only_by_the_watcher(path: str, state: str, waits_here
 
     with caplog.at_level(logging.WARNING, logger="asyncio"):
         procs = asyncio.run(main())
-    assert waits_here == [], "a kill path waited for the child itself"
+    # only this test's children count: a transport an earlier test left to the garbage collector polls its own
+    # child when it is collected, whenever that happens
+    mine = {p.pid for p in procs}
+    assert [pid for pid in waits_here if pid in mine] == [], "a kill path waited for the child itself"
     assert all(p.returncode in (0, -9) for p in procs), [p.returncode for p in procs]
     assert all(p._transport.is_closing() for p in procs)  # type: ignore[attr-defined]
     assert "Unknown child process" not in caplog.text
