@@ -192,8 +192,8 @@ class VerifyResponse(BaseModel):
 def json_text(result: dict[str, Any]) -> str:
     """A verdict as JSON text, for the answers written one verdict at a time (a job's results, a streamed
     ``/v1/verify``): orjson writes one in well under a microsecond, a sixth of the json module's time, which is most
-    of what those paths add per inline item. A value orjson cannot write (a set in a plugin's details) goes through
-    the json module as before."""
+    of what those paths add per inline item. A value orjson cannot write (an integer past 64 bits, a set in a
+    plugin's details) goes through the json module, which writes the first and names the second's error."""
     try:
         return orjson.dumps(result, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY).decode()
     except TypeError:

@@ -37,16 +37,18 @@ _NESTED_CHECKED = ("array", "tuple")  # spec types whose items BFCL type-checks 
 _STRIP = re.compile(r"[ ,./\-_*^]")
 
 
-@lru_cache(maxsize=8192)
-def _standard(text: str) -> str:
+def _normalised(text: str) -> str:
     return _STRIP.sub("", text).lower().replace("'", '"')
+
+
+_remembered = lru_cache(maxsize=8192)(_normalised)
 
 
 def standardize(text: str) -> str:
     """BFCL's string normalisation. The acceptable values of a reference are compared with every output call and
     the same gold strings recur across a batch's rollouts, so short strings are remembered (a bounded cache: a
     long value, which a model may write, is never kept)."""
-    return _standard(text) if len(text) <= 256 else _STRIP.sub("", text).lower().replace("'", '"')
+    return _remembered(text) if len(text) <= 256 else _normalised(text)
 
 
 @dataclass
